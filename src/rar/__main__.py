@@ -1,0 +1,3 @@
+from rar.cli import main
+
+main()

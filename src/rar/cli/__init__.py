@@ -1,0 +1,130 @@
+"""The ``rar`` command line.
+
+Human output by default, ``--json`` for scripts (shapes documented in docs/cli.md). Exit codes:
+0 success; 1 a check found problems (``verify``); 2 bad input (unknown run id, bad option);
+3 the store cannot do what was asked (unwritable, corrupt beyond use); 4 an internal error.
+Heavy modules are imported inside the commands that need them, to keep start-up short.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rar._version import __version__
+from rar.errors import RarError
+
+
+class _Group(click.Group):
+    """Turns RAR errors into one clear line on stderr and a meaningful exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RarError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rar")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="RAR_HOME",
+    default="runs",
+    show_default="./runs, or $RAR_HOME",
+    help="Directory of the run store.",
+)
+@click.pass_context
+def cli(ctx: click.Context, store_path: Path) -> None:
+    """RAR records agent runs as verifiable, replayable lab-notebook entries."""
+    ctx.obj = store_path
+
+
+def _store(ctx: click.Context) -> Any:
+    from rar.store.store import Store
+
+    return Store(ctx.find_root().obj)
+
+
+@cli.command()
+@click.option("--seed", type=int, default=7, show_default=True, help="Seed of the run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def demo(ctx: click.Context, seed: int, as_json: bool) -> None:
+    """Record a small scripted agent run (offline, no API key needed)."""
+    from rar.cli.render import print_demo
+    from rar.demo import run_demo
+
+    store = _store(ctx)
+    run = run_demo(store, seed=seed)
+    print_demo(store, run.id, as_json=as_json)
+
+
+@cli.command("list")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Show at most N runs (default: 50, all with --json).")
+@click.option("--all", "show_all", is_flag=True, help="Show every run.")
+@click.option("--json", "as_json", is_flag=True, help="Print runs as a JSON array.")
+@click.pass_context
+def list_(ctx: click.Context, limit: int | None, show_all: bool, as_json: bool) -> None:
+    """List runs, newest first."""
+    from rar.cli.render import print_list
+
+    store = _store(ctx)
+    rows = store.list_runs() if store.exists else []
+    if show_all:
+        limit = None
+    elif limit is None and not as_json:
+        limit = 50
+    print_list(store, rows, limit=limit, as_json=as_json)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"manifest": ..., "events": [...]} as JSON.')
+@click.pass_context
+def show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
+    """Show a run's manifest summary and event timeline (RUN may be a unique id prefix)."""
+    from rar.cli.render import print_show
+
+    store = _store(ctx)
+    run_id = store.resolve(run_ref)
+    print_show(store, run_id, as_json=as_json)
+
+
+@cli.command()
+@click.argument("run_refs", metavar="[RUN]...", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None:
+    """Re-hash chains, blobs, manifests and snapshots; exit 0 only if all are intact.
+
+    Without RUN, checks every run and every blob pack in the store.
+    """
+    from rar.cli.render import print_verify
+    from rar.store.verify import verify_store
+
+    store = _store(ctx)
+    if not store.exists:
+        from rar.errors import StoreError
+
+        raise StoreError(f"there is no run store at {store.root}; --store DIR or RAR_HOME "
+                         "names another", exit_code=2)
+    ids = [store.resolve(ref) for ref in run_refs] if run_refs else None
+    report = verify_store(store, ids)
+    print_verify(report, as_json=as_json)
+    ctx.exit(0 if report.ok else 1)
+
+
+def main() -> None:
+    cli(prog_name="rar")

@@ -1,0 +1,236 @@
+"""Human and JSON output of the CLI commands."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import orjson
+from rich.markup import escape
+from rich.text import Text
+
+from rar.store.index import RunRow
+from rar.store.store import Store
+from rar.store.verify import VerifyReport
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 120)
+    return console
+
+
+def _short(text: Any, width: int = 70) -> str:
+    if not isinstance(text, str):
+        text = orjson.dumps(text).decode()
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _time(ts: str | None) -> str:
+    return ts[11:23] if ts else ""
+
+
+# --- list --------------------------------------------------------------------------------------
+
+
+def row_json(store: Store, row: RunRow) -> dict[str, Any]:
+    return {
+        "run_id": row.run_id,
+        "status": store.display_status(row),
+        "goal": row.goal,
+        "created_at": row.created_at,
+        "finished_at": row.finished_at,
+        "events": row.events,
+        "parent": row.parent,
+    }
+
+
+def print_list(store: Store, rows: list[RunRow], *, limit: int | None, as_json: bool) -> None:
+    shown = rows if limit is None else rows[:limit]
+    if as_json:
+        emit_json([row_json(store, row) for row in shown])
+        return
+    if not rows:
+        click.echo(f"No runs in {store.root}. Record one with: rar demo")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("run", "status", "created (UTC)", "events", "goal"):
+        table.add_column(name, no_wrap=name != "goal", overflow="ellipsis")
+    for row in shown:
+        status = store.display_status(row)
+        style = {"completed": "green", "failed": "red", "interrupted": "yellow",
+                 "running": "cyan"}.get(status, "")
+        table.add_row(row.run_id, Text(status, style=style),
+                      row.created_at[:19].replace("T", " "), str(row.events),
+                      Text(_short(row.goal or "", 60)))
+    console = _console()
+    console.print(table)
+    if len(shown) < len(rows):
+        console.print(f"… {len(rows) - len(shown)} older runs not shown (--all or --limit N)")
+
+
+# --- show --------------------------------------------------------------------------------------
+
+
+def _payload_text(ref: Any) -> str:
+    if not isinstance(ref, dict):
+        return ""
+    if "value" in ref:
+        return _short(ref["value"], 60)
+    return f"<{ref['digest'][:15]}…, {ref['size']} bytes>"
+
+
+def _effect_summary(event: dict[str, Any]) -> str:
+    request = event.get("request", {})
+    value = request.get("value") if isinstance(request, dict) else None
+    kind = event.get("kind")
+    head = f"{kind}"
+    if isinstance(value, dict):
+        if kind == "llm" and "model" in value:
+            head += f" {value['model']}"
+        elif kind == "tool" and "name" in value:
+            head += f" {value['name']}({_short(value.get('args', {}), 40)})"
+        elif "op" in value:
+            head += f" {value['op']}"
+    else:
+        head += f" {_payload_text(request)}"
+    if "error" in event:
+        return f"{head} ✗ {event['error']['type']}: {_short(event['error']['message'], 50)}"
+    result = event.get("result")
+    tail = _payload_text(result)
+    if isinstance(result, dict) and isinstance(result.get("value"), dict):
+        message = result["value"].get("message")
+        if isinstance(message, dict):
+            calls = message.get("tool_calls") or []
+            tail = (f"{len(calls)} tool call(s)" if calls else "") or _short(
+                message.get("content", ""), 50
+            )
+    return f"{head} → {tail}"
+
+
+def event_summary(event: dict[str, Any]) -> str:
+    kind = event.get("type")
+    if kind == "effect":
+        return _effect_summary(event)
+    if kind == "run.started":
+        return _short(event.get("manifest", {}).get("goal") or "", 70)
+    if kind == "run.finished":
+        diff = event.get("state_diff") or {}
+        changes = ", ".join(f"{len(v)} {k}" for k, v in diff.items() if v)
+        return f"{event.get('status')}" + (f"; workspace: {changes}" if changes else "")
+    if kind == "span.start":
+        return str(event.get("name"))
+    if kind == "span.end":
+        return f"{event.get('status')} in {event.get('duration_us', 0) / 1000:.1f} ms"
+    if kind == "snapshot":
+        return f"{event.get('phase')}: {event.get('files')} files, {event.get('bytes')} bytes"
+    if kind == "artifact":
+        return f"{event.get('name')} ({event.get('size')} bytes)"
+    if kind in ("error", "note"):
+        return _short(event.get("error", {}).get("message") or event.get("text", ""), 70)
+    if kind == "message":
+        return f"{event.get('performative')} {event.get('sender')} → {event.get('receivers')}"
+    return ""
+
+
+def print_show(store: Store, run_id: str, *, as_json: bool) -> None:
+    manifest = store.manifest(run_id)
+    events = store.events(run_id)
+    if as_json:
+        emit_json({"manifest": manifest.model_dump(mode="json"), "events": events})
+        return
+    console = _console()
+    status = manifest.status.value
+    if status == "running" and not store.is_writing(run_id):
+        status = "interrupted (writer gone; `rar verify` checks what was recorded)"
+    console.print(f"[bold]run[/] {run_id}")
+    console.print(f"  goal      {escape(manifest.goal or '-')}")
+    console.print(f"  status    {status}")
+    console.print(f"  created   {manifest.created_at}   finished {manifest.finished_at or '-'}")
+    models = ", ".join(f"{m.get('provider')}:{m.get('model')}" for m in manifest.models) or "-"
+    tools = ", ".join(f"{t.get('name')}@{t.get('version')}" for t in manifest.tools) or "-"
+    console.print(f"  models    {escape(models)}")
+    console.print(f"  tools     {escape(tools)}")
+    console.print(f"  seed      {manifest.config.get('seed')}   events {len(events)}"
+                  f"   head {(manifest.head or '-')[:23]}")
+    if manifest.parent:
+        console.print(f"  parent    {manifest.parent.run_id} at event {manifest.parent.seq}")
+    console.print()
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("seq", "time", "event", "detail"):
+        table.add_column(name, no_wrap=name != "detail", overflow="fold")
+    for event in events:
+        span = str(event.get("span", "run"))
+        depth = span.count("/")
+        label = "  " * depth + str(event.get("type"))
+        if event.get("type") in ("effect",):
+            label += f" [{span.rsplit('/', 1)[-1]}#{event.get('ordinal')}]"
+        table.add_row(str(event.get("seq")), _time(event.get("ts")), Text(label),
+                      Text(event_summary(event)))
+    console.print(table)
+
+
+# --- verify ------------------------------------------------------------------------------------
+
+
+def print_verify(report: VerifyReport, *, as_json: bool) -> None:
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    console = _console()
+    for line in report.repaired:
+        console.print(f"[yellow]repaired[/] {escape(line)}")
+    for line in report.notes:
+        console.print(f"[dim]note[/] {escape(line)}")
+    counts = (f"{report.runs} runs, {report.events} events, {report.blobs} blobs"
+              + (f" in {report.packs} packs" if report.packs else ""))
+    if report.ok:
+        console.print(f"[green]ok[/] {counts}: every chain, blob and manifest is intact")
+        return
+    console.print(f"[red]{len(report.problems)} problem(s)[/] in {counts}:")
+    for problem in report.problems:
+        where = problem.run_id or problem.path or "store"
+        seq = f" seq {problem.seq}" if problem.seq is not None else ""
+        console.print(f"  {escape(where)}{seq}: [bold]{problem.what}[/] {escape(problem.detail)}")
+        if problem.expected is not None or problem.actual is not None:
+            console.print(Text(f"      expected {problem.expected}\n      actual   {problem.actual}"))
+
+
+# --- demo --------------------------------------------------------------------------------------
+
+
+def print_demo(store: Store, run_id: str, *, as_json: bool) -> None:
+    manifest = store.manifest(run_id)
+    events = store.events(run_id)
+    finished = events[-1] if events and events[-1]["type"] == "run.finished" else {}
+    answer = (store.resolve_payload(finished.get("result")) or {}).get("answer", "")
+    if as_json:
+        emit_json({"run_id": run_id, "status": manifest.status.value, "answer": answer,
+                   "events": len(events), "store": str(store.root)})
+        return
+    console = _console()
+    effects = manifest.stats.get("effects", {})
+    console.print(f"[bold]Question[/] {escape(manifest.goal or '')}")
+    console.print(f"[bold]Answer[/]   {escape(answer)}\n")
+    console.print(f"Recorded run [bold]{run_id}[/] ({manifest.status.value}): {len(events)} events, "
+                  + ", ".join(f"{n} {k} call(s)" for k, n in effects.items()))
+    console.print(f"Store: {escape(str(store.root.resolve()))}\n")
+    console.print("Inspect it:")
+    short = run_id.rsplit("-", 1)[-1]
+    console.print(f"  rar show {short}       the timeline of model and tool calls")
+    console.print(f"  rar verify {short}     re-hash the chain, blobs and manifest")
+    console.print("  rar list              every run in the store")

@@ -1,0 +1,184 @@
+"""The exception tree of RAR.
+
+Every exception RAR raises on purpose derives from :class:`RarError`::
+
+    RarError
+    ├── UserError                  you used it wrong: fix the call or the input
+    │   ├── CanonicalizationError  a value cannot be hashed canonically (NaN, big int, bytes, ...)
+    │   └── ConfigError            a setting or argument is invalid
+    ├── StoreError                 the run store cannot do what was asked
+    │   ├── StoreNotWritableError  the store directory cannot be created or written
+    │   ├── RunNotFoundError       no run matches an id or prefix
+    │   ├── AmbiguousRunIdError    a prefix matches several runs
+    │   ├── RunLockedError         another process is writing that run
+    │   ├── ManifestMissingError   a run directory without a readable manifest.json
+    │   ├── BlobMissingError       an event references a blob that is not in the store
+    │   ├── CorruptionError        bytes on disk do not match their digest or format
+    │   └── AppendError            an append failed (disk full, I/O error); the log is intact
+    └── RunError                   a recorded run cannot continue
+        └── RunClosedError         an effect was attempted on a finished run
+
+Every error carries structured attributes (``run_id``, ``seq``, ``path``, ...) next to a
+message that says what happened, why, and what to do next. The CLI prints the message and
+exits with :attr:`RarError.exit_code`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class RarError(Exception):
+    """Root of every error RAR raises on purpose."""
+
+    exit_code: int = 3
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+        for key, value in details.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- you used it wrong -----------------------------------------------------------------------
+
+
+class UserError(RarError):
+    """A call or an input was wrong; nothing was recorded because of it."""
+
+    exit_code = 2
+
+
+class CanonicalizationError(UserError):
+    """A value cannot be written as canonical JSON (RFC 8785)."""
+
+    def __init__(self, message: str, *, path: str = "$") -> None:
+        super().__init__(f"cannot hash value at {path}: {message}", path=path)
+
+
+class ConfigError(UserError):
+    """A setting, option or argument is invalid."""
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+class StoreError(RarError):
+    """The run store cannot do what was asked."""
+
+    exit_code = 3
+
+
+class StoreNotWritableError(StoreError):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"cannot write the run store at {path}: {reason}. "
+            "Choose a writable directory with --store DIR or the RAR_HOME environment variable.",
+            path=path,
+        )
+
+
+class RunNotFoundError(StoreError):
+    exit_code = 2
+
+    def __init__(self, run_ref: str, store: Path) -> None:
+        super().__init__(
+            f"no run matches {run_ref!r} in the store {store}. "
+            "`rar list` shows the runs there; --store DIR or RAR_HOME picks another store.",
+            run_ref=run_ref,
+            store=store,
+        )
+
+
+class AmbiguousRunIdError(StoreError):
+    exit_code = 2
+
+    def __init__(self, run_ref: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[:5]) + (" ..." if len(candidates) > 5 else "")
+        super().__init__(
+            f"{run_ref!r} matches {len(candidates)} runs ({shown}); give more characters of the id.",
+            run_ref=run_ref,
+            candidates=candidates,
+        )
+
+
+class RunLockedError(StoreError):
+    def __init__(self, run_id: str, path: Path, holder: str) -> None:
+        super().__init__(
+            f"run {run_id} is being written by another process ({holder}); "
+            "only one writer per run is allowed. Wait for it to finish, or stop it. "
+            f"Lock file: {path}",
+            run_id=run_id,
+            path=path,
+            holder=holder,
+        )
+
+
+class ManifestMissingError(StoreError):
+    def __init__(self, run_id: str, path: Path, reason: str = "missing") -> None:
+        super().__init__(
+            f"run {run_id} has no usable manifest at {path} ({reason}). "
+            "`rar verify` lists what else is damaged in that run.",
+            run_id=run_id,
+            path=path,
+        )
+
+
+class BlobMissingError(StoreError):
+    def __init__(self, digest: str, store: Path) -> None:
+        super().__init__(
+            f"blob {digest} is referenced but not present in {store / 'blobs'}. "
+            "The store is incomplete (copied partially?); `rar verify` lists every missing blob.",
+            digest=digest,
+            store=store,
+        )
+
+
+class CorruptionError(StoreError):
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | None = None,
+        run_id: str | None = None,
+        seq: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        where = f" ({path}{f', line {line}' if line is not None else ''})" if path else ""
+        super().__init__(
+            f"{message}{where}. Nothing was changed; `rar verify` reports every damaged item.",
+            path=path,
+            run_id=run_id,
+            seq=seq,
+            line=line,
+        )
+
+
+class AppendError(StoreError):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"could not append to {path}: {reason}. The log was rolled back to its last complete "
+            "line, so everything recorded before is intact; free disk space and resume the run.",
+            path=path,
+        )
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+class RunError(RarError):
+    """A recorded run cannot continue."""
+
+
+class RunClosedError(RunError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id} is already finished; start a new run (or branch this one) "
+            "to record more effects.",
+            run_id=run_id,
+        )

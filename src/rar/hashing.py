@@ -1,0 +1,256 @@
+"""Canonical JSON (RFC 8785) and tagged digests.
+
+Every digest in RAR is ``sha256:<64 lowercase hex>`` over bytes; the tag names the algorithm so
+that it can change later without ambiguity. Values are hashed over their RFC 8785 (JCS) canonical
+form: object keys sorted by UTF-16 code units, no whitespace, strings as UTF-8 with the minimal
+JSON escapes, numbers formatted as ECMAScript does.
+
+Two implementations produce those bytes:
+
+* :func:`canonical_reference` calls the ``rfc8785`` package, the reference (about 80 ms per MB);
+* :func:`canonical` is the fast path used everywhere: a single Python walk that validates the
+  value and formats floats the ECMAScript way, then ``orjson`` with sorted keys. Property tests
+  prove both byte-identical; objects with keys outside the Basic Multilingual Plane (where UTF-8
+  and UTF-16 key orders differ) are handed to the reference.
+
+The rules, all tested:
+
+* key order and whitespace never change a digest; ``PYTHONHASHSEED`` does not either;
+* strings are hashed as given: NFC and NFD spellings of "é" hash differently, because those are
+  different bytes and a model sees bytes;
+* NaN and ±Infinity are rejected (JSON has no spelling for them);
+* integers must lie within ±(2**53 − 1), the range where every JSON reader agrees on the value
+  (I-JSON, RFC 7493). Larger integers are rejected with :class:`CanonicalizationError` rather
+  than silently rounded: pass them as strings;
+* ``-0.0`` is written ``0`` and ``1.0`` is written ``1`` (RFC 8785), so a float and the equal
+  integer hash the same;
+* only ``dict`` (with ``str`` keys), ``list``/``tuple``, ``str``, ``int``, ``float``, ``bool`` and
+  ``None`` are accepted; anything else is an error naming its JSON path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from decimal import Decimal
+from typing import Any, Final
+
+import orjson
+import rfc8785
+
+from rar.errors import CanonicalizationError
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "MAX_SAFE_INTEGER",
+    "Canonical",
+    "canonical",
+    "canonical_reference",
+    "digest_bytes",
+    "digest_value",
+    "es_number",
+    "is_digest",
+]
+
+DIGEST_PREFIX: Final = "sha256:"
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+_ORJSON_OPTS: Final = orjson.OPT_SORT_KEYS
+_Fragment = orjson.Fragment
+
+
+def digest_bytes(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes."""
+    return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def is_digest(text: object) -> bool:
+    """True when ``text`` is a well-formed tagged digest."""
+    if not isinstance(text, str) or len(text) != 71 or not text.startswith(DIGEST_PREFIX):
+        return False
+    try:
+        int(text[7:], 16)
+    except ValueError:
+        return False
+    return text[7:] == text[7:].lower()
+
+
+class Canonical:
+    """A value whose canonical bytes and digest were computed once.
+
+    Embedding a ``Canonical`` inside a larger value reuses its bytes instead of walking it
+    again, which is how a message hashed once is never re-hashed when a later request carries
+    it again. The wrapped value must not be mutated afterwards (it is not copied).
+    """
+
+    __slots__ = ("_digest", "data", "value")
+
+    def __init__(self, value: Any, data: bytes | None = None) -> None:
+        self.value = value
+        self.data = canonical(value) if data is None else data
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = digest_bytes(self.data)
+        return self._digest
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Canonical) and other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+    def __repr__(self) -> str:
+        return f"Canonical({self.digest}, {len(self.data)} bytes)"
+
+
+def es_number(value: float) -> str:
+    """Format a finite float the way ECMAScript's ``Number.prototype.toString`` does."""
+    if value == 0:
+        return "0"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    sign = "-" if value < 0 else ""
+    # repr() gives the shortest round-trip digits, the same digits ECMAScript chooses
+    _, digit_tuple, exp = Decimal(repr(abs(value))).as_tuple()
+    digits = "".join(map(str, digit_tuple)).lstrip("0")
+    stripped = digits.rstrip("0")
+    exponent = int(exp) + len(digits) - len(stripped)
+    digits = stripped
+    # value = 0.<digits> * 10**n  (ECMA-262 Number::toString, with k = len(digits))
+    n = len(digits) + exponent
+    k = len(digits)
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        exp = ("+" if e >= 0 else "-") + str(abs(e))
+        body = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + exp
+    return sign + body
+
+
+class _NeedsReference(Exception):
+    """Internal: the fast path cannot order these keys; use the reference implementation."""
+
+
+def _prepare(value: Any, path: str) -> Any:
+    """Validate ``value`` and replace floats (and Canonical parts) with preformatted fragments."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise CanonicalizationError(
+            f"integer {value} is outside ±(2**53-1); JSON readers disagree on such numbers, "
+            "so pass it as a string",
+            path=path,
+        )
+    if kind is float:
+        if math.isfinite(value):
+            return _Fragment(es_number(value).encode())
+        raise CanonicalizationError(f"{value} is not a JSON number; use null or a string", path=path)
+    if kind is dict:
+        out: dict[str, Any] | None = None
+        for key, item in value.items():
+            if type(key) is not str:
+                raise CanonicalizationError(
+                    f"object key {key!r} is a {type(key).__name__}, keys must be strings", path=path
+                )
+            if not key.isascii() and any(ord(c) > 0xFFFF for c in key):
+                raise _NeedsReference
+            new = _prepare(item, f"{path}.{key}")
+            if new is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = new
+        return value if out is None else out
+    if kind is list or kind is tuple:
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            new = _prepare(item, f"{path}[{index}]")
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    if kind is Canonical:
+        return _Fragment(value.data)
+    if isinstance(value, (str, int, float, dict, list, tuple)) and not isinstance(value, bool):
+        # subclasses (IntEnum, str-Enum, OrderedDict, ...) are hashed as their base JSON value
+        for base in (bool, str, int, float, dict, list, tuple):
+            if isinstance(value, base):
+                return _prepare(base(value), path)
+    if isinstance(value, Canonical):
+        return _Fragment(value.data)
+    raise CanonicalizationError(
+        f"a {type(value).__name__} is not JSON; convert it first "
+        "(pydantic: model_dump(mode='json'), bytes: base64 or a blob digest)",
+        path=path,
+    )
+
+
+def _unwrap(value: Any) -> Any:
+    """Replace Canonical parts with their plain values (for the reference implementation)."""
+    if isinstance(value, Canonical):
+        return _unwrap(value.value)
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+def canonical_reference(value: Any) -> bytes:
+    """RFC 8785 bytes via the reference ``rfc8785`` package (slow; used for checks)."""
+    value = _unwrap(value)
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.IntegerDomainError as exc:
+        raise CanonicalizationError(str(exc)) from exc
+    except (rfc8785.FloatDomainError, ValueError) as exc:
+        raise CanonicalizationError(str(exc)) from exc
+    except (TypeError, rfc8785.CanonicalizationError) as exc:
+        raise CanonicalizationError(str(exc)) from exc
+
+
+def canonical(value: Any) -> bytes:
+    """RFC 8785 canonical JSON bytes of ``value`` (fast path, byte-identical to the reference)."""
+    try:
+        prepared = _prepare(value, "$")
+    except _NeedsReference:
+        _prepare_check_only(value)
+        return canonical_reference(value)
+    try:
+        return orjson.dumps(prepared, option=_ORJSON_OPTS)
+    except orjson.JSONEncodeError as exc:  # e.g. lone surrogates in a string
+        raise CanonicalizationError(str(exc)) from exc
+
+
+def _prepare_check_only(value: Any) -> None:
+    """Run the validations of ``_prepare`` for values that go to the reference implementation."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _prepare_check_only(item)
+            if type(key) is not str:
+                _prepare(value, "$")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _prepare_check_only(item)
+    elif not isinstance(value, Canonical):
+        _prepare(value, "$")
+
+
+def digest_value(value: Any) -> str:
+    """Digest of the canonical JSON of ``value``."""
+    if isinstance(value, Canonical):
+        return value.digest
+    return digest_bytes(canonical(value))

@@ -1,0 +1,457 @@
+"""The Run context: the one door every nondeterministic effect passes through.
+
+::
+
+    with rar.record("What is 17 * 23?", seed=7) as run:
+        answer = run.effect("tool", {"name": "calc", "args": {"expr": "17*23"}}, lambda: 391)
+        when = run.now()          # clock, through the record
+        x = run.random()          # seeded per span, through the record
+        rid = run.uuid()          # derived from the seed, through the record
+
+``effect(kind, request, perform)`` performs the effect and appends one ``effect`` event holding
+the request's digest (the payload inline when small, else as a blob), the result or the error as
+a value, and the duration; the event is durable before the result is handed back. The replay
+modes of the reproducibility engine serve results from a record through the same call, so agent
+code written against ``effect`` never changes between recording and replay.
+
+**Effect identity.** An effect is identified by its span path (``run/planner/research#2``) and
+its ordinal within that span, not by its global position: parallel branches that interleave
+differently from run to run still line up. Spans are opened with :meth:`Run.span`; a span's path
+is its parent's path plus its name, with ``#k`` appended for the k-th sibling of the same name.
+The current span follows ``contextvars`` (asyncio tasks inherit it; new threads start at the
+root, so open a span per thread).
+
+**What the agent sees is what was recorded.** Results pass the redactor before they are returned:
+if a response carried a credential, the agent gets the redacted text, exactly what a replay will
+serve.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import random as _random
+import threading
+import time
+import uuid as _uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rar.errors import CanonicalizationError, RunClosedError
+from rar.redaction import Redactor, default_redactor, redaction_policy
+from rar.runtime.fingerprint import environment_fingerprint
+from rar.store.manifest import Manifest, ParentRef, RunStatus, immutable_part
+from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
+from rar.store.store import Store, new_run_id, utc_now_iso
+from rar.store.writer import RunWriter
+
+T = TypeVar("T")
+ROOT_SPAN = "run"
+
+
+def error_value(exc: BaseException, redactor: Redactor | None = None) -> dict[str, Any]:
+    """An exception as a record value: its type, message and module."""
+    message = str(exc)
+    if redactor is not None:
+        message = redactor.redact_text(message)
+    return {"type": type(exc).__qualname__, "message": message, "module": type(exc).__module__}
+
+
+class Span:
+    """A node of the span tree: its path, its effect ordinal and its seeded random stream."""
+
+    def __init__(self, path: str, seed: int, parent: Span | None = None) -> None:
+        self.path = path
+        self.parent = parent
+        self._children: Counter[str] = Counter()
+        self._ordinal = 0
+        self._lock = threading.Lock()
+        material = hashlib.sha256(f"{seed}\x00{path}".encode()).digest()
+        self.rng = _random.Random(int.from_bytes(material[:16], "big"))
+
+    def next_ordinal(self) -> int:
+        with self._lock:
+            ordinal = self._ordinal
+            self._ordinal += 1
+            return ordinal
+
+    def child_path(self, name: str) -> str:
+        if not name or "/" in name or "#" in name:
+            raise ValueError(f"span name {name!r} must be non-empty without '/' or '#'")
+        with self._lock:
+            self._children[name] += 1
+            count = self._children[name]
+        return f"{self.path}/{name}" + (f"#{count}" if count > 1 else "")
+
+
+class Run:
+    """A run being recorded. Create it with :func:`record`; use it as a context manager."""
+
+    def __init__(
+        self,
+        writer: RunWriter,
+        manifest: Manifest,
+        *,
+        seed: int,
+        workspace: Path,
+    ) -> None:
+        self._writer = writer
+        self.manifest = manifest
+        self.seed = seed
+        self.workspace = workspace
+        self._root = Span(ROOT_SPAN, seed)
+        self._current: contextvars.ContextVar[Span] = contextvars.ContextVar(
+            f"rar-span-{manifest.run_id}", default=self._root
+        )
+        self._effects: Counter[str] = Counter()
+        self._effect_us = 0
+        self._before: Snapshot | None = None
+        self._started = time.perf_counter_ns()
+        self.finished = False
+
+    # --- identity ----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.manifest.run_id
+
+    @property
+    def store(self) -> Store:
+        return self._writer.store
+
+    @property
+    def dir(self) -> Path:
+        return self._writer.dir
+
+    @property
+    def mode(self) -> str:
+        return "record"
+
+    @property
+    def span_path(self) -> str:
+        return self._current.get().path
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.mode} {self.manifest.status.value}>"
+
+    # --- the effect boundary -----------------------------------------------------------------
+
+    def effect(self, kind: str, request: Any, perform: Callable[[], T]) -> T:
+        """Perform an effect through the record; return its (recorded) result."""
+        span, ordinal, request_ref = self._prepare(kind, request)
+        start = time.perf_counter_ns()
+        try:
+            result = perform()
+        except Exception as exc:
+            self._record_error(span, kind, ordinal, request_ref, exc, start)
+            raise
+        return self._record_result(span, kind, ordinal, request_ref, result, start)
+
+    async def aeffect(self, kind: str, request: Any, perform: Callable[[], Awaitable[T]]) -> T:
+        """The asynchronous form of :meth:`effect`."""
+        span, ordinal, request_ref = self._prepare(kind, request)
+        start = time.perf_counter_ns()
+        try:
+            result = await perform()
+        except Exception as exc:
+            self._record_error(span, kind, ordinal, request_ref, exc, start)
+            raise
+        return self._record_result(span, kind, ordinal, request_ref, result, start)
+
+    def _prepare(self, kind: str, request: Any) -> tuple[Span, int, dict[str, Any]]:
+        if self.finished:
+            raise RunClosedError(self.id)
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("effect kind must be a non-empty string such as 'llm' or 'tool'")
+        span = self._current.get()
+        return span, span.next_ordinal(), self._writer.payload(request)
+
+    def _record_result(
+        self, span: Span, kind: str, ordinal: int, request_ref: dict[str, Any], result: T,
+        start: int,
+    ) -> T:
+        duration = (time.perf_counter_ns() - start) // 1000
+        redacted = self._writer.redactor.redact(result)
+        try:
+            result_ref = self._writer.payload(redacted)
+        except CanonicalizationError as exc:
+            self._record_error(span, kind, ordinal, request_ref, exc, start)
+            raise CanonicalizationError(
+                f"the result of this {kind} effect cannot be recorded: {exc.message}",
+                path=exc.path,
+            ) from exc
+        self._append_effect(span, kind, ordinal, request_ref, duration, result=result_ref)
+        return redacted  # type: ignore[no-any-return]
+
+    def _record_error(
+        self, span: Span, kind: str, ordinal: int, request_ref: dict[str, Any],
+        exc: BaseException, start: int,
+    ) -> None:
+        duration = (time.perf_counter_ns() - start) // 1000
+        error = error_value(exc, self._writer.redactor)
+        self._append_effect(span, kind, ordinal, request_ref, duration, error=error)
+
+    def _append_effect(
+        self, span: Span, kind: str, ordinal: int, request_ref: dict[str, Any], duration: int,
+        *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+    ) -> None:
+        event: dict[str, Any] = {
+            "type": "effect",
+            "span": span.path,
+            "kind": kind,
+            "ordinal": ordinal,
+            "request": request_ref,
+            "duration_us": duration,
+        }
+        if result is not None:
+            event["result"] = result
+        if error is not None:
+            event["error"] = error
+        self._writer.append(event, sync=True)
+        self._effects[kind] += 1
+        self._effect_us += duration
+
+    # --- clock, randomness, ids ----------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The current UTC time, through the record."""
+        text = self.effect("clock", {"op": "now"}, utc_now_iso)
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    def random(self) -> float:
+        """A float in [0, 1) from the run's seeded stream for the current span."""
+        span = self._current.get()
+        return self.effect("random", {"op": "random"}, span.rng.random)
+
+    def randint(self, low: int, high: int) -> int:
+        """An integer in [low, high] from the run's seeded stream for the current span."""
+        span = self._current.get()
+        return self.effect(
+            "random", {"op": "randint", "low": low, "high": high}, lambda: span.rng.randint(low, high)
+        )
+
+    def uuid(self) -> _uuid.UUID:
+        """A version-4 UUID derived from the run's seed, through the record."""
+        span = self._current.get()
+        text = self.effect(
+            "uuid", {"op": "uuid4"}, lambda: str(_uuid.UUID(int=span.rng.getrandbits(128), version=4))
+        )
+        return _uuid.UUID(text)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, through the record (a replay does not wait)."""
+        self.effect("sleep", {"seconds": seconds}, lambda: time.sleep(seconds))
+
+    # --- spans and bookkeeping ---------------------------------------------------------------
+
+    @contextmanager
+    def span(self, name: str, *, agent: str | None = None, **attributes: Any) -> Iterator[Span]:
+        """Open a child span of the current one for the duration of the block."""
+        parent = self._current.get()
+        span = Span(parent.child_path(name), self.seed, parent)
+        start: dict[str, Any] = {"type": "span.start", "span": span.path, "name": name}
+        if attributes:
+            start["attributes"] = attributes
+        if agent:
+            start["agent"] = agent
+        self._emit(start)
+        token = self._current.set(span)
+        begun = time.perf_counter_ns()
+        try:
+            yield span
+        except BaseException as exc:
+            end: dict[str, Any] = {"type": "span.end", "span": span.path, "status": "error"}
+            end["error"] = error_value(exc, self._writer.redactor)
+            raise
+        else:
+            end = {"type": "span.end", "span": span.path, "status": "ok"}
+        finally:
+            self._current.reset(token)
+            end["duration_us"] = (time.perf_counter_ns() - begun) // 1000
+            if agent:
+                end["agent"] = agent
+            if not self.finished:
+                self._emit(end)
+
+    def log_event(self, event_type: str, **fields: Any) -> int:
+        """Append a bookkeeping event (message, bdi.update, evidence, ...) in the current span.
+
+        Values of payload fields (``content``, ``value``, ``anchors``, ``report``, ``state``)
+        are stored as payload references.
+        """
+        from rar.store.events import EVENT_TYPES
+
+        if event_type not in EVENT_TYPES or event_type in {"run.started", "run.finished", "effect"}:
+            raise ValueError(f"{event_type!r} is not a bookkeeping event type")
+        event: dict[str, Any] = {"type": event_type, "span": self.span_path}
+        for key, value in fields.items():
+            if key in {"content", "value", "anchors", "report", "state"}:
+                event[key] = self._writer.payload(value)
+            else:
+                event[key] = self._writer.redactor.redact(value)
+        return self._emit(event)
+
+    def payload(self, value: Any) -> dict[str, Any]:
+        """Store a value as a payload of this run and return its reference."""
+        return self._writer.payload(value)
+
+    def _emit(self, event: dict[str, Any], *, sync: bool = False) -> int:
+        if self.finished:
+            raise RunClosedError(self.id)
+        seq, _ = self._writer.append(event, sync=sync)
+        return seq
+
+    def artifact(self, name: str, data: bytes, *, media_type: str = "application/octet-stream") -> str:
+        """Save a file the run produced under ``artifacts/`` and record it; returns its digest."""
+        from rar.hashing import digest_bytes
+
+        if not name or name.startswith(("/", ".")) or ".." in Path(name).parts or "\\" in name:
+            raise ValueError(f"artifact name {name!r} must be a relative path inside artifacts/")
+        digest = digest_bytes(data)
+        target = self.dir / "artifacts" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        self._writer.put_blob(digest, data)
+        self._emit(
+            {"type": "artifact", "name": name, "digest": digest, "size": len(data),
+             "media_type": media_type}
+        )
+        return digest
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self._writer.write_manifest(self.manifest)
+        self._writer.append(
+            {"type": "run.started", "manifest": immutable_part(self.manifest)}, sync=True
+        )
+        if self._writer.log.repaired_bytes:
+            self._emit({"type": "note", "level": "warning",
+                        "text": f"repaired a torn last line ({self._writer.log.repaired_bytes} bytes)"})
+        self._before = self._snapshot("before")
+
+    def _snapshot(self, phase: str) -> Snapshot:
+        snap = take_snapshot(self.workspace, self._writer.put_blob)
+        self._emit(
+            {"type": "snapshot", "phase": phase, "tree": snap.digest, "files": snap.files,
+             "bytes": snap.bytes}
+        )
+        return snap
+
+    def finish(
+        self,
+        status: RunStatus | str = RunStatus.COMPLETED,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> Manifest:
+        """Snapshot the workspace, append ``run.finished``, seal the manifest, release the run."""
+        if self.finished:
+            return self.manifest
+        status = RunStatus(status)
+        try:
+            after = self._snapshot("after")
+            event: dict[str, Any] = {"type": "run.finished", "status": status.value}
+            if self._before is not None:
+                event["state_diff"] = diff_trees(self._before.tree, after.tree)
+            if result is not None:
+                event["result"] = self._writer.payload(result)
+            if error is not None:
+                event["error"] = error_value(error, self._writer.redactor)
+            event["effects"] = sum(self._effects.values())
+            seq, head = self._writer.append(event, sync=True)
+            self.finished = True
+            self.manifest.status = status
+            self.manifest.finished_at = utc_now_iso()
+            self.manifest.events = seq
+            self.manifest.head = head
+            self.manifest.stats = {
+                "effects": dict(sorted(self._effects.items())),
+                "effect_time_us": self._effect_us,
+                "wall_time_us": (time.perf_counter_ns() - self._started) // 1000,
+            }
+            self._writer.write_manifest(self.manifest)
+        finally:
+            self.finished = True
+            self._writer.close()
+            self.store.index_run(self.id)
+        return self.manifest
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if self.finished:
+            return
+        if exc is None:
+            self.finish(RunStatus.COMPLETED)
+        else:
+            self.finish(RunStatus.FAILED, error=exc)
+
+
+def record(
+    goal: str | None = None,
+    *,
+    store: Store | str | Path | None = None,
+    seed: int | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+    workspace: str | Path | None = None,
+    models: list[dict[str, Any]] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    entrypoint: str | None = None,
+    parent: tuple[str, int] | None = None,
+    corpus_digest: str | None = None,
+    secrets: list[str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    authority: str | None = None,
+    durable: bool = True,
+    redactor: Redactor | None = None,
+    run_id: str | None = None,
+) -> Run:
+    """Start recording a new run and return its :class:`Run` context.
+
+    ``seed`` fixes the run's random streams and ids (a random seed is drawn and recorded when
+    none is given). ``workspace`` is the directory snapshotted before and after the run (default:
+    ``<run>/workspace``). ``durable=False`` skips fsync (faster, safe against process crashes,
+    not against power loss).
+    """
+    if not isinstance(store, Store):
+        store = Store(store)
+    redactor = redactor or default_redactor()
+    if seed is None:
+        seed = int.from_bytes(_random.SystemRandom().randbytes(6), "big")  # nondeterminism-ok
+    run_id = run_id or new_run_id()
+    writer = RunWriter(store, run_id, redactor=redactor, durable=durable)
+    try:
+        space = Path(workspace) if workspace is not None else writer.dir / "workspace"
+        space.mkdir(parents=True, exist_ok=True)
+        manifest = Manifest(
+            run_id=run_id,
+            created_at=utc_now_iso(),
+            goal=redactor.redact_text(goal) if goal else goal,
+            entrypoint=entrypoint,
+            inputs={name: writer.plain_payload(value) for name, value in (inputs or {}).items()},
+            models=redactor.redact(list(models or [])),
+            tools=redactor.redact(list(tools or [])),
+            environment=environment_fingerprint(),
+            corpus_digest=corpus_digest,
+            config=redactor.redact({"seed": seed, "durable": durable, **dict(config or {})}),
+            authority=authority,
+            redaction=redaction_policy(redactor),
+            secrets=list(secrets or []),
+            parent=ParentRef(run_id=parent[0], seq=parent[1]) if parent else None,
+            workspace=str(space.resolve()),
+            tags=dict(tags or {}),
+            status=RunStatus.RUNNING,
+        )
+        run = Run(writer, manifest, seed=seed, workspace=space)
+        run._begin()
+    except BaseException:
+        writer.close()
+        raise
+    return run

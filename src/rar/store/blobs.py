@@ -1,0 +1,225 @@
+"""Content-addressed blobs in append-only pack files.
+
+Layout under ``<store>/blobs/``::
+
+    packs/<writer>.pack     append-only records, one writer (one recording run) per pack
+    (locations live in the store's index.sqlite, table ``blobs``: derived, rebuilt by scanning)
+
+A pack starts with the 8-byte magic ``RARPACK1`` and holds records::
+
+    b"B" | sha256 (32 raw bytes) | codec (1 byte: 0 raw, 1 zstd) | raw length (u32 BE)
+         | stored length (u32 BE) | stored bytes
+
+Why packs and not one file per blob: a durable blob needs an fsync of its file (and, for a new
+file, of its directory). A step of a conversation writes several small blobs (new messages, chain
+nodes, the request); one fsync per pack and per effect keeps per-step durability under a
+millisecond, where one file per blob costs one to two fsyncs per blob (``bench/blob_layout.py``).
+
+Blobs are identified by the digest of their *raw* bytes and verified on every read. A torn record
+at the end of a pack (a crash mid-write) is never referenced, because a blob is fsynced before any
+event names it; scans stop there and ``rar verify`` reports it as a harmless torn tail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import zstandard
+
+from rar.errors import AppendError, CorruptionError
+from rar.hashing import DIGEST_PREFIX
+from rar.store._fs import fsync_dir
+
+PACK_MAGIC: Final = b"RARPACK1"
+_HEADER = struct.Struct(">c32sBII")
+HEADER_SIZE: Final = _HEADER.size  # 42
+CODEC_RAW: Final = 0
+CODEC_ZSTD: Final = 1
+COMPRESS_MIN: Final = 512  # smaller blobs are stored raw: zstd gains little and costs time
+_ZSTD_LEVEL: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class BlobLocation:
+    pack: str
+    offset: int  # offset of the record header
+    codec: int
+    raw_size: int
+    stored_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PackRecord:
+    digest: str
+    location: BlobLocation
+
+
+@dataclass(frozen=True, slots=True)
+class PackScan:
+    records: list[PackRecord]
+    end: int  # offset after the last complete record
+    size: int  # file size
+    problem: str | None  # why the scan stopped early, if it did
+
+
+def digest_of(raw: bytes) -> str:
+    return DIGEST_PREFIX + hashlib.sha256(raw).hexdigest()
+
+
+class PackWriter:
+    """Appends blobs to one pack file owned by one writer."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.stem
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise AppendError(path, f"cannot create pack: {exc.strerror}") from exc
+        self._size = 0
+        self._dirty = False
+        self._compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        self._write(PACK_MAGIC)
+        self.sync()
+        fsync_dir(path.parent)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def append(self, digest: str, raw: bytes) -> BlobLocation:
+        if len(raw) >= COMPRESS_MIN:
+            stored = self._compressor.compress(raw)
+            codec = CODEC_ZSTD if len(stored) < len(raw) else CODEC_RAW
+            if codec == CODEC_RAW:
+                stored = raw
+        else:
+            stored, codec = raw, CODEC_RAW
+        header = _HEADER.pack(b"B", bytes.fromhex(digest[7:]), codec, len(raw), len(stored))
+        offset = self._size
+        self._write(header + stored)
+        self._dirty = True
+        return BlobLocation(self.name, offset, codec, len(raw), len(stored))
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self._fd, view[written:])
+        except OSError as exc:
+            # Roll back a partial record so that no reader ever sees half of it.
+            try:
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass
+            raise AppendError(self.path, exc.strerror or str(exc)) from exc
+        self._size += written
+
+    def sync(self) -> None:
+        """Make every appended blob durable."""
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise AppendError(self.path, f"fsync failed: {exc.strerror}") from exc
+        self._dirty = False
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            if self._dirty:
+                self.sync()
+            os.close(self._fd)
+            self._fd = -1
+
+
+class PackReader:
+    """Random access to the records of pack files, with handle caching."""
+
+    def __init__(self, packs_dir: Path) -> None:
+        self.packs_dir = packs_dir
+        self._files: dict[str, int] = {}
+        self._decompressor = zstandard.ZstdDecompressor()
+
+    def pack_path(self, name: str) -> Path:
+        return self.packs_dir / f"{name}.pack"
+
+    def read(self, digest: str, location: BlobLocation, *, verify: bool = True) -> bytes:
+        fd = self._fd(location.pack)
+        record = os.pread(fd, HEADER_SIZE + location.stored_size, location.offset)
+        path = self.pack_path(location.pack)
+        if len(record) != HEADER_SIZE + location.stored_size:
+            raise CorruptionError(f"blob {digest} is cut short", path=path)
+        marker, raw_digest, codec, raw_size, stored_size = _HEADER.unpack_from(record)
+        if marker != b"B" or raw_digest.hex() != digest[7:] or stored_size != location.stored_size:
+            raise CorruptionError(f"blob {digest} record header is damaged", path=path)
+        stored = record[HEADER_SIZE:]
+        raw = self._decode(codec, stored, raw_size, digest, path)
+        if verify and digest_of(raw) != digest:
+            raise CorruptionError(f"blob {digest} does not match its digest", path=path)
+        return raw
+
+    def _decode(self, codec: int, stored: bytes, raw_size: int, digest: str, path: Path) -> bytes:
+        if codec == CODEC_RAW:
+            return stored
+        if codec == CODEC_ZSTD:
+            try:
+                return self._decompressor.decompress(stored, max_output_size=raw_size)
+            except zstandard.ZstdError as exc:
+                raise CorruptionError(f"blob {digest} cannot be decompressed: {exc}", path=path)
+        raise CorruptionError(f"blob {digest} has unknown codec {codec}", path=path)
+
+    def _fd(self, name: str) -> int:
+        fd = self._files.get(name)
+        if fd is None:
+            fd = os.open(self.pack_path(name), os.O_RDONLY)
+            self._files[name] = fd
+        return fd
+
+    def scan(self, name: str, start: int = 0) -> PackScan:
+        """Parse the records of a pack from ``start`` (0 = from the magic)."""
+        path = self.pack_path(name)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        size = len(data)
+        records: list[PackRecord] = []
+        if start == 0:
+            if data[: len(PACK_MAGIC)] != PACK_MAGIC:
+                return PackScan(records, 0, size, "not a pack file (bad magic)")
+            start = len(PACK_MAGIC)
+        pos = start
+        while pos < size:
+            if size - pos < HEADER_SIZE:
+                return PackScan(records, pos, size, f"torn record header at offset {pos}")
+            marker, raw_digest, codec, raw_size, stored_size = _HEADER.unpack_from(data, pos)
+            if marker != b"B" or codec not in (CODEC_RAW, CODEC_ZSTD):
+                return PackScan(records, pos, size, f"damaged record header at offset {pos}")
+            if pos + HEADER_SIZE + stored_size > size:
+                return PackScan(records, pos, size, f"torn record at offset {pos}")
+            location = BlobLocation(name, pos, codec, raw_size, stored_size)
+            records.append(PackRecord(DIGEST_PREFIX + raw_digest.hex(), location))
+            pos += HEADER_SIZE + stored_size
+        return PackScan(records, pos, size, None)
+
+    def iter_pack_names(self) -> Iterator[str]:
+        if not self.packs_dir.is_dir():
+            return
+        for entry in sorted(os.scandir(self.packs_dir), key=lambda e: e.name):
+            if entry.name.endswith(".pack") and entry.is_file(follow_symlinks=False):
+                yield entry.name[: -len(".pack")]
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
+

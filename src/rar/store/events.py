@@ -1,0 +1,212 @@
+"""The closed set of event types in ``events.jsonl``.
+
+Every event has the common fields of :class:`EventBase` and a ``type`` discriminator; the union
+:data:`Event` and :data:`EVENT_ADAPTER` read and validate any line. ``docs/store-format.md``
+documents every type and field; a test checks that the two agree.
+
+Writers build events as plain dicts on the hot path (the log canonicalizes them); every event a
+writer produces validates against this union, which the test-suite checks for each type.
+New fields always get defaults, so older recordings keep loading.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PayloadRef(_Model):
+    """A payload by digest; ``value`` holds it inline when its canonical form is small."""
+
+    digest: str
+    size: int
+    value: Any = None
+
+
+class ErrorValue(_Model):
+    """An exception as a value in the record: what failed and why, never disguised as output."""
+
+    type: str
+    message: str
+    module: str | None = None
+
+
+class EventBase(_Model):
+    seq: int = Field(description="1-based position in the log")
+    ts: str = Field(description="UTC time the event was written, ISO 8601 with microseconds")
+    prev: str | None = Field(description="digest of the previous line's bytes; null for seq 1")
+    span: str = Field(default="run", description="span path, e.g. run/planner/research#2")
+    agent: str | None = None
+
+
+class RunStarted(EventBase):
+    type: Literal["run.started"] = "run.started"
+    manifest: dict[str, Any] = Field(description="the immutable part of the manifest at start")
+
+
+class RunFinished(EventBase):
+    type: Literal["run.finished"] = "run.finished"
+    status: str
+    result: PayloadRef | None = None
+    error: ErrorValue | None = None
+    state_diff: dict[str, list[str]] | None = None
+    effects: int = 0
+
+
+class EffectEvent(EventBase):
+    type: Literal["effect"] = "effect"
+    kind: str = Field(description="llm, tool, clock, random, uuid, sleep, ...")
+    ordinal: int = Field(description="0-based index of this effect within its span")
+    request: PayloadRef
+    result: PayloadRef | None = None
+    error: ErrorValue | None = None
+    duration_us: int = 0
+
+
+class SpanStart(EventBase):
+    type: Literal["span.start"] = "span.start"
+    name: str
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpanEnd(EventBase):
+    type: Literal["span.end"] = "span.end"
+    status: Literal["ok", "error"] = "ok"
+    error: ErrorValue | None = None
+    duration_us: int = 0
+
+
+class SnapshotEvent(EventBase):
+    type: Literal["snapshot"] = "snapshot"
+    phase: Literal["before", "after"]
+    tree: str = Field(description="digest of the snapshot tree blob")
+    files: int
+    bytes: int
+
+
+class ArtifactEvent(EventBase):
+    type: Literal["artifact"] = "artifact"
+    name: str
+    digest: str
+    size: int
+    media_type: str = "application/octet-stream"
+
+
+class ErrorEvent(EventBase):
+    type: Literal["error"] = "error"
+    error: ErrorValue
+    fatal: bool = False
+
+
+class MessageEvent(EventBase):
+    """A message between agents (ACL performatives in the science runtime)."""
+
+    type: Literal["message"] = "message"
+    performative: str
+    sender: str
+    receivers: list[str]
+    conversation_id: str | None = None
+    reply_to: str | None = None
+    content: PayloadRef
+
+
+class BdiUpdate(EventBase):
+    type: Literal["bdi.update"] = "bdi.update"
+    component: Literal["beliefs", "desires", "intentions"]
+    op: Literal["add", "remove", "replace"]
+    key: str
+    value: PayloadRef | None = None
+
+
+class EvidenceEvent(EventBase):
+    type: Literal["evidence"] = "evidence"
+    anchors: PayloadRef
+
+
+class AuditEvent(EventBase):
+    type: Literal["audit"] = "audit"
+    report: PayloadRef
+
+
+class CheckpointEvent(EventBase):
+    type: Literal["checkpoint"] = "checkpoint"
+    reason: str
+    state: PayloadRef | None = None
+
+
+class NoteEvent(EventBase):
+    """Free-form bookkeeping from the runtime (a repaired torn tail, a warning)."""
+
+    type: Literal["note"] = "note"
+    level: Literal["info", "warning"] = "info"
+    text: str
+
+
+Event = Annotated[
+    RunStarted
+    | RunFinished
+    | EffectEvent
+    | SpanStart
+    | SpanEnd
+    | SnapshotEvent
+    | ArtifactEvent
+    | ErrorEvent
+    | MessageEvent
+    | BdiUpdate
+    | EvidenceEvent
+    | AuditEvent
+    | CheckpointEvent
+    | NoteEvent,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_MODELS: dict[str, type[EventBase]] = {
+    model.model_fields["type"].default: model
+    for model in (
+        RunStarted,
+        RunFinished,
+        EffectEvent,
+        SpanStart,
+        SpanEnd,
+        SnapshotEvent,
+        ArtifactEvent,
+        ErrorEvent,
+        MessageEvent,
+        BdiUpdate,
+        EvidenceEvent,
+        AuditEvent,
+        CheckpointEvent,
+        NoteEvent,
+    )
+}
+EVENT_TYPES: frozenset[str] = frozenset(EVENT_MODELS)
+
+
+def payload_digests(event: dict[str, Any]) -> list[str]:
+    """Digests of blobs an event refers to directly (payloads not held inline, trees, files)."""
+    found: list[str] = []
+    for key in ("request", "result", "content", "value", "anchors", "report", "state"):
+        ref = event.get(key)
+        if isinstance(ref, dict) and "digest" in ref and "value" not in ref:
+            found.append(ref["digest"])
+    if event.get("type") == "snapshot":
+        found.append(event["tree"])
+    elif event.get("type") == "artifact":
+        found.append(event["digest"])
+    return found
+
+
+def inline_payloads(event: dict[str, Any]) -> list[Any]:
+    """Inline payload values of an event (they may link to blobs, e.g. message chains)."""
+    values: list[Any] = []
+    for key in ("request", "result", "content", "value", "anchors", "report", "state"):
+        ref = event.get(key)
+        if isinstance(ref, dict) and "value" in ref:
+            values.append(ref["value"])
+    return values

@@ -1,0 +1,163 @@
+"""Structured payloads stored by reference, so a conversation costs linear space.
+
+A model request carries the whole conversation so far. Stored whole, step *n* repeats the *n − 1*
+messages before it and a conversation costs O(N²) bytes and O(N²) hashing. Instead, before a
+payload is stored it is put in its **linked form**:
+
+* every list under the key ``"messages"`` becomes ``{"$chain": <head>, "length": n}``;
+* each message is a blob of its own (its canonical JSON), digest ``d_i``;
+* the list is a hash-linked chain of small node blobs ``{"item": d_i, "prev": H_(i-1)}``
+  (``prev`` absent for the first), ``H_i`` the digest of node *i*; the head is ``H_n``.
+
+A request that extends an earlier one shares that request's chain: only the new messages and
+their nodes are written, and only they are hashed (node digests are memoised per writer, message
+digests are carried by :class:`~rar.hashing.Canonical` values). The digest of a payload is the
+digest of its linked form, a pure function of the content: the same conversation always yields
+the same digest, in any process, whatever was stored before.
+
+:func:`unlink` turns a linked form back into the plain value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+from rar.errors import CorruptionError
+from rar.hashing import Canonical, canonical
+from rar.redaction import Redactor
+
+CHAIN_KEY: Final = "$chain"
+CHAINED_FIELDS: Final = frozenset({"messages"})
+_MEMO_LIMIT: Final = 200_000
+
+PutBlob = Callable[[str, bytes], None]
+GetBlob = Callable[[str], bytes]
+
+
+class Linker:
+    """Turns plain payloads into linked form, writing message and node blobs as it goes.
+
+    One Linker serves one writer; its memo tables make extending a known chain cost only the
+    new messages. ``put`` is called for every blob the linked form needs (it must be idempotent).
+    """
+
+    def __init__(self, put: PutBlob, redactor: Redactor) -> None:
+        self._put = put
+        self._redact = redactor
+        self._nodes: dict[tuple[str | None, str], str] = {}
+        self._messages: dict[str, Canonical] = {}  # digest of a given Canonical -> redacted one
+
+    def link(self, value: Any) -> Canonical:
+        """Redact, link and canonicalize ``value``; blobs it needs are written via ``put``."""
+        return Canonical(self._redact(self._structure(value)))
+
+    def _structure(self, value: Any) -> Any:
+        """Replace chained lists and pre-hashed parts; everything else is returned as is."""
+        if isinstance(value, Canonical):
+            return self._redacted(value)
+        if type(value) is dict:
+            out: dict[str, Any] | None = None
+            for key, item in value.items():
+                if key in CHAINED_FIELDS and type(item) in (list, tuple) and item:
+                    new: Any = self._chain(item)
+                else:
+                    new = self._structure(item)
+                if new is not item:
+                    if out is None:
+                        out = dict(value)
+                    out[key] = new
+            return value if out is None else out
+        if type(value) in (list, tuple):
+            items = [self._structure(item) for item in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return items
+        return value
+
+    def _redacted(self, part: Canonical) -> Canonical:
+        cached = self._messages.get(part.digest)
+        if cached is not None:
+            return cached
+        redacted = self._redact(part.value)
+        result = part if redacted is part.value else Canonical(redacted)
+        if len(self._messages) > _MEMO_LIMIT:
+            self._messages.clear()
+        self._messages[part.digest] = result
+        return result
+
+    def _chain(self, items: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
+        head: str | None = None
+        for item in items:
+            if isinstance(item, Canonical):
+                message = self._redacted(item)
+            else:
+                message = Canonical(self._redact(self._structure(item)))
+            key = (head, message.digest)
+            node = self._nodes.get(key)
+            if node is None:
+                self._put(message.digest, message.data)
+                body: dict[str, Any] = {"item": message.digest}
+                if head is not None:
+                    body["prev"] = head
+                data = canonical(body)
+                node_c = Canonical(body, data)
+                self._put(node_c.digest, data)
+                node = node_c.digest
+                if len(self._nodes) > _MEMO_LIMIT:
+                    self._nodes.clear()
+                self._nodes[key] = node
+            head = node
+        return {CHAIN_KEY: head, "length": len(items)}
+
+
+def unlink(value: Any, get: GetBlob) -> Any:
+    """The plain value of a linked form (message chains resolved from blobs)."""
+    if isinstance(value, dict):
+        if CHAIN_KEY in value and set(value) == {CHAIN_KEY, "length"}:
+            return _read_chain(value[CHAIN_KEY], int(value["length"]), get)
+        return {key: unlink(item, get) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unlink(item, get) for item in value]
+    return value
+
+
+def _read_chain(head: str, length: int, get: GetBlob) -> list[Any]:
+    items: list[Any] = []
+    node: str | None = head
+    while node is not None:
+        body = orjson.loads(get(node))
+        items.append(unlink(orjson.loads(get(body["item"])), get))
+        node = body.get("prev")
+        if len(items) > length:
+            raise CorruptionError(f"message chain {head} is longer than its recorded length")
+    if len(items) != length:
+        raise CorruptionError(
+            f"message chain {head} has {len(items)} messages, its payload says {length}"
+        )
+    items.reverse()
+    return items
+
+
+def chain_digests(value: Any, get: GetBlob) -> list[str]:
+    """Every blob digest a linked form refers to (chain nodes and their messages)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            if CHAIN_KEY in current and isinstance(current[CHAIN_KEY], str):
+                node: str | None = current[CHAIN_KEY]
+                while node is not None:
+                    found.append(node)
+                    body = orjson.loads(get(node))
+                    found.append(body["item"])
+                    stack.append(orjson.loads(get(body["item"])))
+                    node = body.get("prev")
+            else:
+                stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return found

@@ -1,0 +1,285 @@
+"""The run store: a directory of runs, content-addressed blobs and a derived index.
+
+::
+
+    <store>/
+      index.sqlite          derived, rebuildable (runs, blob locations)
+      blobs/packs/*.pack    content-addressed blobs (see blobs.py)
+      <run_id>/
+        manifest.json       see manifest.py
+        events.jsonl        see log.py
+        lock                held by the one process writing the run
+        workspace/          the run's default workspace (snapshotted before and after)
+        artifacts/          files the run produced, also stored as blobs
+
+The store location is ``--store DIR``, else ``$RAR_HOME``, else ``./runs``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from rar.errors import (
+    AmbiguousRunIdError,
+    BlobMissingError,
+    CorruptionError,
+    ManifestMissingError,
+    RunNotFoundError,
+    StoreNotWritableError,
+)
+from rar.store.blobs import BlobLocation, PackReader, PackRecord
+from rar.store.index import Index, RunRow
+from rar.store.lock import is_locked
+from rar.store.log import read_events, read_tail
+from rar.store.manifest import MANIFEST_NAME, Manifest, RunStatus, read_manifest
+from rar.store.payloads import unlink
+
+ENV_HOME = "RAR_HOME"
+DEFAULT_DIR = "runs"
+EVENTS_NAME = "events.jsonl"
+_T = TypeVar("_T")
+
+
+def default_store_path() -> Path:
+    env = os.environ.get(ENV_HOME)
+    return Path(env) if env else Path(DEFAULT_DIR)
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """``YYYYMMDD-HHMMSS-xxxxxx``: sortable by creation time, unique by its random tail."""
+    now = now or datetime.now(UTC)  # nondeterminism-ok: a run's identity, not agent logic
+    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")  # nondeterminism-ok
+
+
+class Store:
+    """Read access to a store, and the place run writers are created from."""
+
+    def __init__(self, root: Path | str | None = None, *, create: bool = False) -> None:
+        self.root = Path(root) if root is not None else default_store_path()
+        self.packs_dir = self.root / "blobs" / "packs"
+        if create:
+            self.ensure_writable()
+        self._index: Index | None = None
+        self._reader = PackReader(self.packs_dir)
+        self._local_blobs: dict[str, BlobLocation] = {}
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    def ensure_writable(self) -> None:
+        try:
+            self.packs_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise StoreNotWritableError(self.root, exc.strerror or str(exc)) from exc
+
+    @property
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    # --- index -------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            if not self.root.is_dir():
+                self.ensure_writable()
+            self._index = Index(self.root / "index.sqlite")
+        return self._index
+
+    def _with_index(self, action: Callable[[Index], _T]) -> _T:
+        """Run an index operation; an index found corrupt is rebuilt once and retried."""
+        try:
+            return action(self.index)
+        except sqlite3.DatabaseError:
+            self.index.close()
+            self._index = None
+            Index(self.root / "index.sqlite")._quarantine()
+            return action(self.index)
+
+    # --- blobs -------------------------------------------------------------------------------
+
+    def locate_blob(self, digest: str) -> BlobLocation | None:
+        location = self._local_blobs.get(digest)
+        if location is not None:
+            return location
+        location = self._with_index(lambda index: index.lookup_blob(digest))
+        if location is None and self.packs_dir.is_dir():
+            self._with_index(lambda index: index.catch_up(self._reader))
+            location = self._with_index(lambda index: index.lookup_blob(digest))
+        return location
+
+    def locate_blob_indexed(self, digest: str) -> BlobLocation | None:
+        """Like :meth:`locate_blob` but without scanning packs (a writer's dedup check)."""
+        location = self._local_blobs.get(digest)
+        if location is None:
+            location = self._with_index(lambda index: index.lookup_blob(digest))
+        return location
+
+    def index_blobs(self, pack: str, records: list[PackRecord], end: int) -> None:
+        self._with_index(lambda index: index.add_blobs(pack, records, end))
+
+    def has_blob(self, digest: str) -> bool:
+        return self.locate_blob(digest) is not None
+
+    def get_blob(self, digest: str) -> bytes:
+        location = self.locate_blob(digest)
+        if location is None:
+            raise BlobMissingError(digest, self.root)
+        return self._reader.read(digest, location)
+
+    def get_json(self, digest: str) -> Any:
+        return orjson.loads(self.get_blob(digest))
+
+    def resolve_payload(self, ref: dict[str, Any] | None) -> Any:
+        """The plain value of a payload reference from an event (inline or blob, unlinked)."""
+        if ref is None:
+            return None
+        value = ref["value"] if "value" in ref else self.get_json(ref["digest"])
+        return unlink(value, self.get_blob)
+
+    def remember_blob(self, digest: str, location: BlobLocation) -> None:
+        """Called by this process's writers so their blobs are found before being indexed."""
+        self._local_blobs[digest] = location
+
+    @property
+    def reader(self) -> PackReader:
+        return self._reader
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / run_id
+
+    def run_ids(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            entry.name
+            for entry in os.scandir(self.root)
+            if entry.is_dir(follow_symlinks=False) and os.path.exists(
+                os.path.join(entry.path, MANIFEST_NAME)
+            )
+        )
+
+    def resolve(self, ref: str) -> str:
+        """A full run id from a unique prefix of the id or of its random last part."""
+        ref = ref.strip()
+        if not ref:
+            raise RunNotFoundError(ref, self.root)
+        if (self.root / ref / MANIFEST_NAME).exists():
+            return ref
+        ids = self.run_ids()
+        matches = [r for r in ids if r.startswith(ref)]
+        if not matches:
+            matches = [r for r in ids if r.rsplit("-", 1)[-1].startswith(ref)]
+        if not matches:
+            raise RunNotFoundError(ref, self.root)
+        if len(matches) > 1:
+            raise AmbiguousRunIdError(ref, matches)
+        return matches[0]
+
+    def manifest(self, run_id: str) -> Manifest:
+        return read_manifest(self.run_dir(run_id), run_id)
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        path = self.run_dir(run_id) / EVENTS_NAME
+        if not path.exists():
+            return []
+        return read_events(path, run_id)
+
+    def is_writing(self, run_id: str) -> bool:
+        return is_locked(self.run_dir(run_id))
+
+    def display_status(self, row: RunRow) -> str:
+        """The stored status, or ``interrupted`` for a run left RUNNING by a dead writer."""
+        if row.status == RunStatus.RUNNING and not self.is_writing(row.run_id):
+            return "interrupted"
+        return row.status
+
+    def list_runs(self) -> list[RunRow]:
+        """All runs, newest first, with the index brought up to date with the files."""
+        rows = self._with_index(lambda index: index.run_rows())
+        stale: list[RunRow] = []
+        present: set[str] = set()
+        if self.root.is_dir():
+            for entry in os.scandir(self.root):
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    mstat = os.stat(os.path.join(entry.path, MANIFEST_NAME))
+                except FileNotFoundError:
+                    continue
+                present.add(entry.name)
+                try:
+                    log_size = os.stat(os.path.join(entry.path, EVENTS_NAME)).st_size
+                except FileNotFoundError:
+                    log_size = 0
+                row = rows.get(entry.name)
+                if (
+                    row is None
+                    or row.manifest_mtime_ns != mstat.st_mtime_ns
+                    or row.log_size != log_size
+                ):
+                    fresh = self.row_from_files(entry.name)
+                    if fresh is not None:
+                        stale.append(fresh)
+                        rows[entry.name] = fresh
+        gone = [run_id for run_id in rows if run_id not in present]
+        if stale:
+            self._with_index(lambda index: index.upsert_runs(stale))
+        if gone:
+            self._with_index(lambda index: index.delete_runs(gone))
+            for run_id in gone:
+                rows.pop(run_id)
+        return sorted(rows.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
+
+    def row_from_files(self, run_id: str) -> RunRow | None:
+        run_dir = self.run_dir(run_id)
+        try:
+            mstat = (run_dir / MANIFEST_NAME).stat()
+            manifest = read_manifest(run_dir, run_id)
+        except (ManifestMissingError, FileNotFoundError):
+            return None
+        log = run_dir / EVENTS_NAME
+        try:
+            tail = read_tail(log) if log.exists() else None
+        except CorruptionError:
+            tail = None
+        return RunRow(
+            run_id=run_id,
+            status=manifest.status.value,
+            goal=manifest.goal,
+            created_at=manifest.created_at,
+            finished_at=manifest.finished_at,
+            events=tail.seq if tail else 0,
+            parent=manifest.parent.run_id if manifest.parent else None,
+            head=manifest.head,
+            manifest_mtime_ns=mstat.st_mtime_ns,
+            log_size=(tail.size + tail.torn_bytes) if tail else 0,
+        )
+
+    def index_run(self, run_id: str) -> None:
+        row = self.row_from_files(run_id)
+        if row is not None:
+            self._with_index(lambda index: index.upsert_runs([row]))
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        self._reader.close()

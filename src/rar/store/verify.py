@@ -1,0 +1,337 @@
+"""``rar verify``: re-hash what the store holds and list everything that no longer matches.
+
+Checked per run: the manifest parses; every log line parses as an event of a known type; ``seq``
+counts up from 1; every ``prev`` is the digest of the line before (the hash chain); the manifest's
+immutable part equals the copy sealed in ``run.started``; a finished run's manifest names the
+chain's head and event count; every blob an event refers to (payloads, message chains, snapshot
+trees and the files in them, artifacts) exists and re-hashes to its digest; the state diff in
+``run.finished`` equals the diff of the two snapshots.
+
+Checked for the whole store (``rar verify`` without run ids): every record of every pack re-hashes
+to its digest and packs parse to their end.
+
+A torn last line (or pack record) left by a crashed writer is repaired, since it was never
+acknowledged; it is listed under ``repaired``, not as a problem. A run whose writer is still alive
+is checked up to its last complete line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+
+from rar.errors import BlobMissingError, CorruptionError, ManifestMissingError, RunLockedError
+from rar.hashing import digest_bytes
+from rar.store.blobs import digest_of
+from rar.store.events import EVENT_TYPES, inline_payloads, payload_digests
+from rar.store.lock import RunLock, is_locked
+from rar.store.log import iter_lines, read_tail
+from rar.store.manifest import MANIFEST_NAME, Manifest, immutable_part, read_manifest
+from rar.store.payloads import CHAIN_KEY
+from rar.store.snapshot import diff_trees
+from rar.store.store import EVENTS_NAME, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    run_id: str | None
+    what: str
+    detail: str
+    seq: int | None = None
+    expected: str | None = None
+    actual: str | None = None
+    path: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    runs: int = 0
+    events: int = 0
+    blobs: int = 0
+    packs: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "runs": self.runs,
+            "events": self.events,
+            "blobs": self.blobs,
+            "packs": self.packs,
+            "problems": [p.as_dict() for p in self.problems],
+            "repaired": self.repaired,
+            "notes": self.notes,
+        }
+
+
+def verify_store(store: Store, run_ids: Iterable[str] | None = None) -> VerifyReport:
+    """Verify the given runs (ids already resolved), or the whole store when ``None``."""
+    report = VerifyReport()
+    whole = run_ids is None
+    if whole:
+        _repair_packs(store, report)
+    ids = sorted(_all_run_dirs(store)) if run_ids is None else list(run_ids)
+    checker = _BlobChecker(store, report)
+    for run_id in ids:
+        _verify_run(store, run_id, report, checker)
+    if whole:
+        _verify_packs(store, report)
+    else:
+        report.blobs = len(checker.seen)
+    return report
+
+
+def _all_run_dirs(store: Store) -> list[str]:
+    if not store.root.is_dir():
+        return []
+    found = []
+    for entry in os.scandir(store.root):
+        if entry.is_dir(follow_symlinks=False) and (
+            os.path.exists(os.path.join(entry.path, MANIFEST_NAME))
+            or os.path.exists(os.path.join(entry.path, EVENTS_NAME))
+        ):
+            found.append(entry.name)
+    return found
+
+
+class _BlobChecker:
+    """Checks referenced blobs once each, following message chains and snapshot trees."""
+
+    def __init__(self, store: Store, report: VerifyReport) -> None:
+        self.store = store
+        self.report = report
+        self.seen: set[str] = set()
+
+    def check(self, digest: str, run_id: str, seq: int | None, *, kind: str = "blob") -> bytes | None:
+        if digest in self.seen:
+            return None
+        self.seen.add(digest)
+        try:
+            return self.store.get_blob(digest)
+        except BlobMissingError:
+            self.report.problems.append(
+                Problem(run_id, "blob-missing", f"{kind} {digest} is not in the store", seq=seq)
+            )
+        except (CorruptionError, OSError) as exc:
+            self.report.problems.append(
+                Problem(run_id, "blob-corrupt", f"{kind} {digest}: {exc}", seq=seq)
+            )
+        return None
+
+    def check_json(self, digest: str, run_id: str, seq: int | None) -> None:
+        raw = self.check(digest, run_id, seq, kind="payload")
+        if raw is not None:
+            self.follow(orjson.loads(raw), run_id, seq)
+
+    def follow(self, value: Any, run_id: str, seq: int | None) -> None:
+        """Check every blob a linked payload refers to."""
+        stack = [value]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, dict):
+                head = current.get(CHAIN_KEY)
+                if isinstance(head, str) and set(current) == {CHAIN_KEY, "length"}:
+                    self._chain(head, run_id, seq)
+                else:
+                    stack.extend(current.values())
+            elif isinstance(current, list):
+                stack.extend(current)
+
+    def _chain(self, head: str, run_id: str, seq: int | None) -> None:
+        node: str | None = head
+        while node is not None and node not in self.seen:
+            raw = self.check(node, run_id, seq, kind="chain node")
+            if raw is None:
+                return
+            body = orjson.loads(raw)
+            item = self.check(body["item"], run_id, seq, kind="message")
+            if item is not None:
+                self.follow(orjson.loads(item), run_id, seq)
+            node = body.get("prev")
+
+    def check_tree(self, digest: str, run_id: str, seq: int | None) -> dict[str, Any] | None:
+        raw = self.check(digest, run_id, seq, kind="snapshot tree")
+        if raw is None:
+            try:
+                raw = self.store.get_blob(digest)
+            except (BlobMissingError, CorruptionError):
+                return None
+        tree: dict[str, Any] = orjson.loads(raw)
+        for path, entry in tree.get("entries", {}).items():
+            if "digest" in entry:
+                self.check(entry["digest"], run_id, seq, kind=f"workspace file {path}")
+        return tree
+
+
+def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChecker) -> None:
+    report.runs += 1
+    run_dir = store.run_dir(run_id)
+    problems = report.problems
+    manifest: Manifest | None = None
+    try:
+        manifest = read_manifest(run_dir, run_id)
+    except ManifestMissingError as exc:
+        problems.append(Problem(run_id, "manifest", exc.message, path=str(run_dir / MANIFEST_NAME)))
+    log_path = run_dir / EVENTS_NAME
+    if not log_path.exists():
+        problems.append(Problem(run_id, "log-missing", "events.jsonl is missing",
+                                path=str(log_path)))
+        return
+    _repair_log_tail(run_id, run_dir, log_path, report)
+    prev: str | None = None
+    expected_seq = 1
+    snapshots: dict[str, dict[str, Any] | None] = {}
+    state_diff: Any = None
+    started: dict[str, Any] | None = None
+    last_type = None
+    for raw in iter_lines(log_path):
+        try:
+            event = orjson.loads(raw.data)
+            if not isinstance(event, dict):
+                raise ValueError("not a JSON object")
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            problems.append(Problem(run_id, "malformed-line", f"line {raw.number}: {exc}",
+                                    seq=expected_seq, path=str(log_path)))
+            prev = digest_bytes(raw.data)
+            expected_seq += 1
+            continue
+        seq = event.get("seq")
+        if seq != expected_seq:
+            problems.append(Problem(run_id, "seq", f"line {raw.number} has the wrong seq",
+                                    seq=expected_seq, expected=str(expected_seq), actual=str(seq)))
+        if event.get("prev") != prev:
+            problems.append(Problem(run_id, "chain", f"line {raw.number} does not follow the line "
+                                    "before it (changed, removed or reordered lines)",
+                                    seq=expected_seq, expected=prev, actual=event.get("prev")))
+        kind = event.get("type")
+        if kind not in EVENT_TYPES:
+            problems.append(Problem(run_id, "event-type", f"unknown event type {kind!r}",
+                                    seq=expected_seq))
+        for digest in payload_digests(event):
+            if kind == "snapshot":
+                continue
+            if kind == "artifact":
+                blobs.check(digest, run_id, expected_seq, kind="artifact")
+            else:
+                blobs.check_json(digest, run_id, expected_seq)
+        for value in inline_payloads(event):
+            blobs.follow(value, run_id, expected_seq)
+        if kind == "snapshot":
+            snapshots[str(event.get("phase"))] = blobs.check_tree(event["tree"], run_id, expected_seq)
+        elif kind == "run.started":
+            started = event.get("manifest")
+        elif kind == "run.finished":
+            state_diff = event.get("state_diff")
+        last_type = kind
+        prev = digest_bytes(raw.data)
+        expected_seq += 1
+    count = expected_seq - 1
+    report.events += count
+    if manifest is None:
+        return
+    if started is not None and started != immutable_part(manifest):
+        changed = sorted(k for k in set(started) | set(immutable_part(manifest))
+                         if started.get(k) != immutable_part(manifest).get(k))
+        problems.append(Problem(run_id, "manifest-changed",
+                                f"manifest.json differs from the copy sealed in run.started: "
+                                f"{', '.join(changed)}", seq=1))
+    elif started is None and count:
+        problems.append(Problem(run_id, "manifest-unsealed", "the log has no run.started event"))
+    if manifest.status.finished:
+        if manifest.head != prev or manifest.events != count:
+            problems.append(Problem(run_id, "head", "the manifest's head does not match the log "
+                                    "(lines added or removed after the run finished)",
+                                    expected=f"{manifest.head} ({manifest.events} events)",
+                                    actual=f"{prev} ({count} events)"))
+        if last_type != "run.finished" and manifest.status.value != "waiting":
+            problems.append(Problem(run_id, "unfinished-log",
+                                    "the manifest says finished but the log has no run.finished"))
+    before, after = snapshots.get("before"), snapshots.get("after")
+    if state_diff is not None and before is not None and after is not None:
+        if diff_trees(before, after) != state_diff:
+            problems.append(Problem(run_id, "state-diff",
+                                    "the recorded state diff does not match the snapshots"))
+
+
+def _repair_log_tail(run_id: str, run_dir: Any, log_path: Any, report: VerifyReport) -> None:
+    try:
+        tail = read_tail(log_path)
+    except CorruptionError:
+        return  # reported line by line
+    if not tail.torn_bytes:
+        return
+    if is_locked(run_dir):
+        report.notes.append(f"{run_id}: being written; checked up to its last complete line")
+        return
+    lock = RunLock(run_dir, run_id)
+    try:
+        lock.acquire()
+    except RunLockedError:
+        report.notes.append(f"{run_id}: being written; checked up to its last complete line")
+        return
+    try:
+        with open(log_path, "r+b") as handle:
+            handle.truncate(tail.size)
+            os.fsync(handle.fileno())
+        report.repaired.append(
+            f"{run_id}: dropped a torn last line ({tail.torn_bytes} bytes never acknowledged)"
+        )
+    finally:
+        lock.release()
+
+
+def _pack_owner(name: str) -> str:
+    return name.rsplit(".", 1)[0]
+
+
+def _repair_packs(store: Store, report: VerifyReport) -> None:
+    reader = store.reader
+    for name in reader.iter_pack_names():
+        scan = reader.scan(name)
+        if scan.problem and scan.problem.startswith("torn") and not is_locked(
+            store.run_dir(_pack_owner(name))
+        ):
+            with open(reader.pack_path(name), "r+b") as handle:
+                handle.truncate(scan.end)
+                os.fsync(handle.fileno())
+            report.repaired.append(f"pack {name}: dropped a torn last record "
+                                   f"({scan.size - scan.end} bytes never referenced)")
+
+
+def _verify_packs(store: Store, report: VerifyReport) -> None:
+    reader = store.reader
+    for name in reader.iter_pack_names():
+        report.packs += 1
+        path = reader.pack_path(name)
+        scan = reader.scan(name)
+        if scan.problem and not (scan.problem.startswith("torn") and is_locked(
+            store.run_dir(_pack_owner(name))
+        )):
+            report.problems.append(Problem(None, "pack", scan.problem, path=str(path)))
+        for record in scan.records:
+            location = record.location
+            report.blobs += 1
+            try:
+                raw = reader.read(record.digest, location, verify=False)
+            except CorruptionError as exc:
+                report.problems.append(Problem(None, "blob-corrupt", str(exc), path=str(path)))
+                continue
+            actual = digest_of(raw)
+            if actual != record.digest:
+                report.problems.append(Problem(None, "blob-corrupt",
+                                               f"record at offset {location.offset} does not "
+                                               "match its digest", expected=record.digest,
+                                               actual=actual, path=str(path)))

@@ -1,0 +1,136 @@
+"""The write side of one run: lock, event log, blob pack and payload linker together.
+
+This is the store's ``append(event)`` protocol as the runtime sees it. Ordering rules:
+
+* a blob is written (and, when durable, fsynced) before any event that references it;
+* ``append(event, sync=True)`` returns only once the event is on disk;
+* bookkeeping events (``sync=False``) are written at once (a crashed process loses none of them)
+  and become durable with the next synced event or at close (group commit).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+from rar.errors import StoreNotWritableError
+from rar.hashing import Canonical
+from rar.redaction import Redactor
+from rar.store.blobs import PackRecord, PackWriter
+from rar.store.lock import RunLock
+from rar.store.log import EventLog
+from rar.store.manifest import Manifest, write_manifest
+from rar.store.payloads import Linker
+from rar.store.store import EVENTS_NAME, Store, utc_now_iso
+
+INLINE_LIMIT: Final = 1024  # payloads up to this many canonical bytes are kept in the event
+
+
+class RunWriter:
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        redactor: Redactor,
+        durable: bool = True,
+        create: bool = True,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.dir = store.run_dir(run_id)
+        self.durable = durable
+        store.ensure_writable()
+        try:
+            self.dir.mkdir(exist_ok=not create)
+        except FileExistsError:
+            raise StoreNotWritableError(self.dir, "a run with this id already exists") from None
+        except OSError as exc:
+            raise StoreNotWritableError(self.dir, exc.strerror or str(exc)) from exc
+        self._lock = RunLock(self.dir, run_id).acquire()
+        try:
+            self.log = EventLog(self.dir / EVENTS_NAME)
+        except BaseException:
+            self._lock.release()
+            raise
+        self._pack: PackWriter | None = None
+        self._written: set[str] = set()
+        self._new: list[PackRecord] = []
+        self._mutex = threading.RLock()
+        self.linker = Linker(self.put_blob, redactor)
+        self.redactor = redactor
+        self.closed = False
+
+    # --- blobs -------------------------------------------------------------------------------
+
+    def _pack_writer(self) -> PackWriter:
+        if self._pack is None:
+            session = 1
+            while (self.store.packs_dir / f"{self.run_id}.{session}.pack").exists():
+                session += 1
+            self._pack = PackWriter(self.store.packs_dir / f"{self.run_id}.{session}.pack")
+        return self._pack
+
+    def put_blob(self, digest: str, raw: bytes) -> None:
+        """Store raw bytes under their digest unless the store has them already."""
+        with self._mutex:
+            if digest in self._written:
+                return
+            if self.store.locate_blob_indexed(digest) is None:
+                location = self._pack_writer().append(digest, raw)
+                self.store.remember_blob(digest, location)
+                self._new.append(PackRecord(digest, location))
+            self._written.add(digest)
+
+    def payload(self, value: Any) -> dict[str, Any]:
+        """Redact and link ``value``; return its reference (inline when small)."""
+        with self._mutex:
+            linked = self.linker.link(value)
+            return self.ref_for(linked)
+
+    def plain_payload(self, value: Any) -> dict[str, Any]:
+        """Like :meth:`payload`, with the inline value as plain JSON (for the manifest)."""
+        ref = self.payload(value)
+        if "value" in ref:
+            ref["value"] = ref["value"].value
+        return ref
+
+    def ref_for(self, linked: Canonical) -> dict[str, Any]:
+        ref: dict[str, Any] = {"digest": linked.digest, "size": len(linked.data)}
+        if len(linked.data) <= INLINE_LIMIT:
+            ref["value"] = linked
+        else:
+            self.put_blob(linked.digest, linked.data)
+        return ref
+
+    # --- events ------------------------------------------------------------------------------
+
+    def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
+        with self._mutex:
+            if self._pack is not None and self._pack.dirty and self.durable:
+                self._pack.sync()  # blobs before the event that names them
+            event.setdefault("span", "run")
+            event["ts"] = utc_now_iso()
+            return self.log.append(event, sync=sync and self.durable)
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        with self._mutex:
+            write_manifest(self.dir, manifest, durable=self.durable)
+
+    def close(self) -> None:
+        with self._mutex:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                if self._pack is not None:
+                    self._pack.close()
+                    self.store.index_blobs(self._pack.name, self._new, self._pack.size)
+                self.log.close()
+            finally:
+                self._lock.release()
+
+    @property
+    def path(self) -> Path:
+        return self.dir

@@ -1,0 +1,53 @@
+"""The README's commands and examples work as written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def test_the_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one() -> None:
+    install, tests = blocks("bash")[:2]
+    assert install.strip() == "pip install . && rar demo"
+    assert tests.strip() in (ROOT / ".ci" / "run").read_text()
+
+
+def _rar(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rar", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_main_job_and_the_inspection_commands_run(tmp_path: Path) -> None:
+    demo = _rar(["demo"], tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    short = re.search(r"rar show (\w+)", demo.stdout)
+    assert short
+    for line in blocks("bash")[2].strip().splitlines():
+        command = shlex.split(line.split("#")[0])
+        assert command[0] == "rar"
+        args = [short.group(1) if a == "97b3" else a for a in command[1:]]
+        result = _rar(args, tmp_path)
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_python_examples_run(index: int, tmp_path: Path) -> None:
+    code = blocks("python")[index]
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "completed" in result.stdout
+    verify = _rar(["verify"], tmp_path)
+    assert verify.returncode == 0, verify.stdout

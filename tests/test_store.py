@@ -1,0 +1,135 @@
+"""The store: blobs, run ids, the derived index and clear errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import record_small_run
+
+from rar.errors import (
+    AmbiguousRunIdError,
+    BlobMissingError,
+    CorruptionError,
+    ManifestMissingError,
+    RunNotFoundError,
+    StoreNotWritableError,
+)
+from rar.hashing import digest_bytes
+from rar.redaction import Redactor
+from rar.runtime.run import record
+from rar.store.store import Store, default_store_path
+
+
+def test_identical_payloads_across_runs_are_stored_once(store: Store) -> None:
+    big = {"text": "identical " * 500}
+    for _ in range(3):
+        with record("dedup", store=store, redactor=Redactor(env={})) as run:
+            run.effect("tool", {"name": "t"}, lambda: big)
+    fresh = Store(store.root)
+    fresh.index.catch_up(fresh.reader)
+    digest = [e for e in store.events(run.id) if e["type"] == "effect"][0]["result"]["digest"]
+    records = [r for name in fresh.reader.iter_pack_names()
+               for r in fresh.reader.scan(name).records if r.digest == digest]
+    assert len(records) == 1
+
+
+def test_blobs_are_verified_on_read(store: Store) -> None:
+    with record("b", store=store, redactor=Redactor(env={})) as run:
+        run.effect("tool", {}, lambda: "y" * 4000)
+    ref = [e for e in store.events(run.id) if e["type"] == "effect"][0]["result"]
+    pack = next(store.packs_dir.glob("*.pack"))
+    data = bytearray(pack.read_bytes())
+    location = Store(store.root).locate_blob(ref["digest"])
+    assert location is not None
+    data[location.offset + 50] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match=ref["digest"]):
+        Store(store.root).get_blob(ref["digest"])
+
+
+def test_a_missing_blob_is_a_clear_error(store: Store) -> None:
+    absent = digest_bytes(b"never stored")
+    with pytest.raises(BlobMissingError, match="not present") as info:
+        store.get_blob(absent)
+    assert absent in str(info.value)
+
+
+def test_a_unique_prefix_of_the_id_or_its_random_part_resolves(store: Store) -> None:
+    run = record_small_run(store)
+    assert store.resolve(run.id) == run.id
+    assert store.resolve(run.id[:17]) == run.id
+    assert store.resolve(run.id.rsplit("-", 1)[1][:4]) == run.id
+
+
+def test_unknown_and_ambiguous_run_ids_are_clear_errors(store: Store) -> None:
+    a = record_small_run(store, steps=1)
+    record_small_run(store, steps=1)
+    with pytest.raises(RunNotFoundError, match="no run matches 'zzz'"):
+        store.resolve("zzz")
+    with pytest.raises(AmbiguousRunIdError, match="matches 2 runs"):
+        store.resolve(a.id[:4])
+
+
+def test_list_is_newest_first_with_event_counts(store: Store) -> None:
+    runs = [record_small_run(store, steps=s) for s in (1, 2, 3)]
+    rows = store.list_runs()
+    assert [r.run_id for r in rows] == [r.id for r in sorted(
+        runs, key=lambda r: (r.manifest.created_at, r.id), reverse=True)]
+    assert {r.run_id: r.events for r in rows} == {r.id: len(store.events(r.id)) for r in runs}
+    assert all(r.status == "completed" for r in rows)
+
+
+def test_a_deleted_index_is_rebuilt_from_the_logs(store: Store) -> None:
+    runs = [record_small_run(store, steps=2) for _ in range(3)]
+    before = [r.as_dict() for r in store.list_runs()]
+    store.close()
+    for path in store.root.glob("index.sqlite*"):
+        path.unlink()
+    fresh = Store(store.root)
+    assert [r.as_dict() for r in fresh.list_runs()] == before
+    ref = [e for e in fresh.events(runs[0].id) if e["type"] == "snapshot"][0]["tree"]
+    assert fresh.get_json(ref)["format"] == "rar.tree/1"
+
+
+def test_a_corrupt_index_is_moved_aside_and_rebuilt(store: Store) -> None:
+    record_small_run(store, steps=2)
+    before = [r.as_dict() for r in store.list_runs()]
+    store.close()
+    for path in store.root.glob("index.sqlite-*"):
+        path.unlink()
+    (store.root / "index.sqlite").write_bytes(b"this is not a database" * 100)
+    fresh = Store(store.root)
+    assert [r.as_dict() for r in fresh.list_runs()] == before
+    assert list(store.root.glob("index.sqlite.corrupt-*"))
+
+
+def test_a_run_changed_behind_the_index_is_reread(store: Store) -> None:
+    run = record_small_run(store, steps=1)
+    store.list_runs()
+    with (store.run_dir(run.id) / "events.jsonl").open("ab") as handle:
+        handle.write(b"")
+    os.utime(store.run_dir(run.id) / "manifest.json", ns=(1, 1))
+    assert store.list_runs()[0].events == len(store.events(run.id))
+
+
+def test_an_unwritable_store_path_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreNotWritableError, match="--store DIR or the RAR_HOME"):
+        record("x", store=blocker / "runs", redactor=Redactor(env={}))
+
+
+def test_a_missing_manifest_is_a_clear_error(store: Store) -> None:
+    run = record_small_run(store, steps=1)
+    (store.run_dir(run.id) / "manifest.json").unlink()
+    with pytest.raises(ManifestMissingError, match="no usable manifest"):
+        store.manifest(run.id)
+
+
+def test_rar_home_sets_the_default_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RAR_HOME", str(tmp_path / "elsewhere"))
+    assert default_store_path() == tmp_path / "elsewhere"
+    monkeypatch.delenv("RAR_HOME")
+    assert default_store_path() == Path("runs")

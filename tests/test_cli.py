@@ -41,8 +41,15 @@ def test_list_shows_runs_newest_first_and_json_has_the_documented_fields(
     code, out, _ = rar(store_path, "list", "--json")
     rows = orjson.loads(out)
     assert [r["run_id"] for r in rows] == [demo_run]
-    assert set(rows[0]) == {"run_id", "status", "goal", "created_at", "finished_at", "events",
-                            "parent"}
+    assert set(rows[0]) == {
+        "run_id",
+        "status",
+        "goal",
+        "created_at",
+        "finished_at",
+        "events",
+        "parent",
+    }
     assert rows[0]["events"] == 11
 
 
@@ -58,7 +65,7 @@ def test_show_accepts_a_prefix_and_prints_the_timeline(store_path: Path, demo_ru
 
 
 def test_show_json_prints_manifest_and_events(store_path: Path, demo_run: str) -> None:
-    code, out, _ = rar(store_path, "show", demo_run, "--json")
+    _, out, _ = rar(store_path, "show", demo_run, "--json")
     data = orjson.loads(out)
     assert set(data) == {"manifest", "events"}
     assert data["manifest"]["run_id"] == demo_run
@@ -117,6 +124,11 @@ def test_verify_of_a_missing_store_says_so(tmp_path: Path) -> None:
 
 
 def test_python_dash_m_rar_works(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "rar", "--help"], capture_output=True, text=True,
-                         check=True, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "rar", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     assert "verify" in out.stdout and "demo" in out.stdout

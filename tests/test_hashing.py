@@ -28,8 +28,9 @@ finite_floats = st.floats(allow_nan=False, allow_infinity=False)
 json_scalars = st.none() | st.booleans() | safe_ints | finite_floats | st.text()
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -48,8 +49,16 @@ def test_floats_are_formatted_as_ecmascript_does(value: float) -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(1.0, "1"), (-0.0, "0"), (1e-7, "1e-7"), (1e21, "1e+21"), (1e20, "100000000000000000000"),
-     (0.1, "0.1"), (5e-324, "5e-324"), (123456789012345680000.0, "123456789012345680000")],
+    [
+        (1.0, "1"),
+        (-0.0, "0"),
+        (1e-7, "1e-7"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (0.1, "0.1"),
+        (5e-324, "5e-324"),
+        (123456789012345680000.0, "123456789012345680000"),
+    ],
 )
 def test_known_float_spellings(value: float, text: str) -> None:
     assert es_number(value) == text
@@ -148,7 +157,8 @@ def test_the_same_value_hashes_the_same_under_different_hash_seeds() -> None:
     digests = set()
     for seed in ("0", "1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1

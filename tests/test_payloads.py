@@ -54,7 +54,10 @@ def test_storage_grows_linearly_with_the_conversation() -> None:
     for step in range(200):
         messages = [*messages, Canonical({"role": "user", "content": f"q{step} " + "u" * 200})]
         linked = linker.link({"model": "m", "messages": messages})
-        messages = [*messages, Canonical({"role": "assistant", "content": f"a{step} " + "a" * 1000})]
+        messages = [
+            *messages,
+            Canonical({"role": "assistant", "content": f"a{step} " + "a" * 1000}),
+        ]
         sizes.append(sum(map(len, blobs.blobs.values())) + len(linked.data))
     # each step adds the same amount: no term grows with the step number
     growth_early = sizes[20] - sizes[19]
@@ -88,9 +91,9 @@ def test_a_changed_earlier_message_changes_the_digest() -> None:
     changed = [dict(m) for m in conversation]
     changed[1]["content"] += "!"
     linker = _linker(MemoryBlobs())
-    assert linker.link({"messages": conversation}).digest != linker.link(
-        {"messages": changed}
-    ).digest
+    assert (
+        linker.link({"messages": conversation}).digest != linker.link({"messages": changed}).digest
+    )
 
 
 def test_chain_digests_lists_every_blob_a_request_needs() -> None:
@@ -108,9 +111,11 @@ def test_secrets_inside_prehashed_messages_are_redacted_before_storage() -> None
 
 
 messages_strategy = st.lists(
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]),
-                           "content": st.text(max_size=40)}),
-    min_size=1, max_size=12,
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=40)}
+    ),
+    min_size=1,
+    max_size=12,
 )
 
 

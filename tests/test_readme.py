@@ -25,8 +25,9 @@ def test_the_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one() -> N
 
 
 def _rar(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rar", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rar", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_main_job_and_the_inspection_commands_run(tmp_path: Path) -> None:
@@ -45,8 +46,9 @@ def test_the_main_job_and_the_inspection_commands_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
 def test_python_examples_run(index: int, tmp_path: Path) -> None:
     code = blocks("python")[index]
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "completed" in result.stdout
     verify = _rar(["verify"], tmp_path)

@@ -27,8 +27,7 @@ def _record(store: Store, **kwargs: object):  # type: ignore[no-untyped-def]
 def test_an_effect_is_performed_once_and_recorded_with_request_and_result(store: Store) -> None:
     calls = []
     with _record(store) as run:
-        value = run.effect("tool", {"name": "add", "args": [2, 3]},
-                           lambda: calls.append(1) or 5)
+        value = run.effect("tool", {"name": "add", "args": [2, 3]}, lambda: calls.append(1) or 5)
     assert value == 5 and calls == [1]
     effects = [e for e in store.events(run.id) if e["type"] == "effect"]
     assert len(effects) == 1
@@ -43,8 +42,13 @@ def test_every_written_event_validates_against_the_event_union(store: Store) -> 
     with _record(store) as run:
         with run.span("agent", agent="a"):
             run.effect("llm", {"messages": [{"role": "user", "content": "x"}]}, lambda: "y")
-            run.log_event("message", performative="INFORM", sender="a", receivers=["b"],
-                          content={"text": "hello"})
+            run.log_event(
+                "message",
+                performative="INFORM",
+                sender="a",
+                receivers=["b"],
+                content={"text": "hello"},
+            )
             run.log_event("bdi.update", component="beliefs", op="add", key="k", value=1)
             run.log_event("note", text="a note")
         run.artifact("out/table.csv", b"a,b\n1,2\n", media_type="text/csv")
@@ -71,8 +75,11 @@ def test_an_exception_is_recorded_as_an_error_value_and_reraised(store: Store) -
     with pytest.raises(ZeroDivisionError), _record(store) as run:
         run.effect("tool", {"name": "div"}, boom)
     event = [e for e in store.events(run.id) if e["type"] == "effect"][0]
-    assert event["error"] == {"type": "ZeroDivisionError", "message": "division by zero",
-                              "module": "builtins"}
+    assert event["error"] == {
+        "type": "ZeroDivisionError",
+        "message": "division by zero",
+        "module": "builtins",
+    }
     assert "result" not in event
     assert store.manifest(run.id).status == "failed"
 
@@ -109,17 +116,24 @@ def test_span_paths_are_stable_and_ordinals_count_per_span(store: Store) -> None
                 run.effect("llm", {"i": 3}, lambda: 3)
         run.effect("tool", {"i": 4}, lambda: 4)
     effects = [(e["span"], e["ordinal"]) for e in store.events(run.id) if e["type"] == "effect"]
-    assert effects == [("run", 0), ("run/planner/research", 0), ("run/planner/research#2", 0),
-                       ("run/planner/research#2", 1), ("run", 1)]
+    assert effects == [
+        ("run", 0),
+        ("run/planner/research", 0),
+        ("run/planner/research#2", 0),
+        ("run/planner/research#2", 1),
+        ("run", 1),
+    ]
 
 
 def test_parallel_asyncio_branches_keep_their_own_span_and_ordinals(store: Store) -> None:
     async def branch(run, name: str, delays: list[float]):  # type: ignore[no-untyped-def]
         with run.span(name):
             for i, delay in enumerate(delays):
+
                 async def call(i: int = i, delay: float = delay) -> str:
                     await asyncio.sleep(delay)
                     return f"{name}-{i}"
+
                 await run.aeffect("llm", {"branch": name, "i": i}, call)
 
     async def main(run) -> None:  # type: ignore[no-untyped-def]
@@ -129,15 +143,24 @@ def test_parallel_asyncio_branches_keep_their_own_span_and_ordinals(store: Store
         asyncio.run(main(run))
     effects = [e for e in store.events(run.id) if e["type"] == "effect"]
     by_span = {(e["span"], e["ordinal"]): e["result"]["value"] for e in effects}
-    assert by_span == {("run/a", 0): "a-0", ("run/a", 1): "a-1", ("run/a", 2): "a-2",
-                       ("run/b", 0): "b-0", ("run/b", 1): "b-1"}
+    assert by_span == {
+        ("run/a", 0): "a-0",
+        ("run/a", 1): "a-1",
+        ("run/a", 2): "a-2",
+        ("run/b", 0): "b-0",
+        ("run/b", 1): "b-1",
+    }
 
 
 def test_the_manifest_records_environment_config_and_finish(store: Store) -> None:
-    with _record(store, inputs={"question": "why?"}, config={"mode": "owl_lite"},
-                 models=[{"provider": "scripted", "model": "m"}],
-                 tools=[{"name": "calc", "version": "1"}],
-                 secrets=["env:OPENAI_API_KEY"]) as run:
+    with _record(
+        store,
+        inputs={"question": "why?"},
+        config={"mode": "owl_lite"},
+        models=[{"provider": "scripted", "model": "m"}],
+        tools=[{"name": "calc", "version": "1"}],
+        secrets=["env:OPENAI_API_KEY"],
+    ) as run:
         run.effect("tool", {}, lambda: 1)
     manifest = store.manifest(run.id)
     assert manifest.status == "completed" and manifest.finished_at
@@ -157,17 +180,22 @@ def test_workspace_is_snapshotted_and_the_state_diff_recorded(store: Store, tmp_
     (space / "change.txt").write_text("old")
     (space / "gone.txt").write_text("bye")
     with _record(store, workspace=space) as run:
+
         def work() -> str:
             (space / "change.txt").write_text("new")
             (space / "gone.txt").unlink()
             (space / "sub").mkdir()
             (space / "sub" / "new.txt").write_text("hello")
             return "done"
+
         run.effect("tool", {"name": "work"}, work)
     finished = store.events(run.id)[-1]
     assert finished["type"] == "run.finished"
-    assert finished["state_diff"] == {"added": ["sub/new.txt"], "changed": ["change.txt"],
-                                      "removed": ["gone.txt"]}
+    assert finished["state_diff"] == {
+        "added": ["sub/new.txt"],
+        "changed": ["change.txt"],
+        "removed": ["gone.txt"],
+    }
     snapshots = [e for e in store.events(run.id) if e["type"] == "snapshot"]
     assert [s["phase"] for s in snapshots] == ["before", "after"]
     tree = store.get_json(snapshots[1]["tree"])
@@ -201,8 +229,14 @@ def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store
         raise RuntimeError(f"401 for key {key}")
 
     with _record(store, inputs={"prompt": f"use {key}"}) as run:
-        got = run.effect("llm", {"headers": {"Authorization": f"Bearer {key}"},
-                                 "messages": [{"role": "user", "content": key * 30}]}, leaky)
+        got = run.effect(
+            "llm",
+            {
+                "headers": {"Authorization": f"Bearer {key}"},
+                "messages": [{"role": "user", "content": key * 30}],
+            },
+            leaky,
+        )
         with pytest.raises(RuntimeError):
             run.effect("tool", {"name": "x"}, failing)
     assert key not in got["echo"] and "[REDACTED:" in got["echo"]
@@ -216,8 +250,9 @@ def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store
                 from rar.store.blobs import PackReader
 
                 reader = PackReader(path.parent)
-                data = b"".join(reader.read(r.digest, r.location)
-                                for r in reader.scan(path.stem).records)
+                data = b"".join(
+                    reader.read(r.digest, r.location) for r in reader.scan(path.stem).records
+                )
                 assert zstandard  # packs are compressed: check decoded content
             if key.encode() in data:
                 leaked.append(path)

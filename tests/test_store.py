@@ -30,8 +30,12 @@ def test_identical_payloads_across_runs_are_stored_once(store: Store) -> None:
     fresh = Store(store.root)
     fresh.index.catch_up(fresh.reader)
     digest = [e for e in store.events(run.id) if e["type"] == "effect"][0]["result"]["digest"]
-    records = [r for name in fresh.reader.iter_pack_names()
-               for r in fresh.reader.scan(name).records if r.digest == digest]
+    records = [
+        r
+        for name in fresh.reader.iter_pack_names()
+        for r in fresh.reader.scan(name).records
+        if r.digest == digest
+    ]
     assert len(records) == 1
 
 
@@ -75,8 +79,9 @@ def test_unknown_and_ambiguous_run_ids_are_clear_errors(store: Store) -> None:
 def test_list_is_newest_first_with_event_counts(store: Store) -> None:
     runs = [record_small_run(store, steps=s) for s in (1, 2, 3)]
     rows = store.list_runs()
-    assert [r.run_id for r in rows] == [r.id for r in sorted(
-        runs, key=lambda r: (r.manifest.created_at, r.id), reverse=True)]
+    assert [r.run_id for r in rows] == [
+        r.id for r in sorted(runs, key=lambda r: (r.manifest.created_at, r.id), reverse=True)
+    ]
     assert {r.run_id: r.events for r in rows} == {r.id: len(store.events(r.id)) for r in runs}
     assert all(r.status == "completed" for r in rows)
 

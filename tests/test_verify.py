@@ -34,8 +34,13 @@ def test_a_changed_byte_anywhere_in_a_log_is_reported(store: Store, position: fl
     path.write_bytes(bytes(data))
     report = verify_store(store, [run.id])
     assert not report.ok
-    assert {p.what for p in report.problems} & {"chain", "head", "malformed-line", "seq",
-                                                "manifest-changed"}
+    assert {p.what for p in report.problems} & {
+        "chain",
+        "head",
+        "malformed-line",
+        "seq",
+        "manifest-changed",
+    }
 
 
 def test_a_changed_byte_in_a_blob_is_reported(store: Store) -> None:
@@ -65,8 +70,14 @@ def test_an_appended_line_after_finish_is_reported_against_the_manifest_head(sto
     events = read_events(path)
     from rar.hashing import canonical, digest_bytes
 
-    extra = {"type": "note", "text": "forged", "seq": len(events) + 1, "ts": events[-1]["ts"],
-             "span": "run", "prev": digest_bytes(path.read_bytes().splitlines()[-1])}
+    extra = {
+        "type": "note",
+        "text": "forged",
+        "seq": len(events) + 1,
+        "ts": events[-1]["ts"],
+        "span": "run",
+        "prev": digest_bytes(path.read_bytes().splitlines()[-1]),
+    }
     with path.open("ab") as handle:
         handle.write(canonical(extra) + b"\n")
     problems = verify_store(store, [run.id]).problems

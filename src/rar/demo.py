@@ -8,6 +8,7 @@ run lands in the store as a complete, verifiable record.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -58,8 +59,11 @@ _OPERATORS: dict[type, Callable[..., float]] = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
-_FUNCTIONS: dict[str, Callable[[float], float]] = {"log": math.log, "exp": math.exp,
-                                                   "sqrt": math.sqrt}
+_FUNCTIONS: dict[str, Callable[[float], float]] = {
+    "log": math.log,
+    "exp": math.exp,
+    "sqrt": math.sqrt,
+}
 
 
 def calculate(expression: str) -> float:
@@ -90,8 +94,12 @@ def _scripted_model(turn: int) -> Callable[[], dict[str, Any]]:
     def complete() -> dict[str, Any]:
         message = _SCRIPT[turn]
         finish = "tool_calls" if "tool_calls" in message else "stop"
-        return {"model": MODEL, "message": message, "finish_reason": finish,
-                "usage": {"input_tokens": 40 + 30 * turn, "output_tokens": 25}}
+        return {
+            "model": MODEL,
+            "message": message,
+            "finish_reason": finish,
+            "usage": {"input_tokens": 40 + 30 * turn, "output_tokens": 25},
+        }
 
     return complete
 
@@ -125,11 +133,14 @@ def run_demo(store: Store | None = None, *, seed: int = 7) -> Run:
                     value = run.effect(
                         "tool",
                         {"name": "calculator", "version": "1", "args": call["arguments"]},
-                        lambda expression=expression: calculate(expression),
+                        functools.partial(calculate, expression),
                     )
-                    messages = [*messages, Canonical(
-                        {"role": "tool", "tool_call_id": call["id"], "content": repr(value)}
-                    )]
+                    messages = [
+                        *messages,
+                        Canonical(
+                            {"role": "tool", "tool_call_id": call["id"], "content": repr(value)}
+                        ),
+                    ]
                 if response["finish_reason"] == "stop":
                     answer = message["content"]
                     break

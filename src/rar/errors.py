@@ -101,7 +101,8 @@ class AmbiguousRunIdError(StoreError):
     def __init__(self, run_ref: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:5]) + (" ..." if len(candidates) > 5 else "")
         super().__init__(
-            f"{run_ref!r} matches {len(candidates)} runs ({shown}); give more characters of the id.",
+            f"{run_ref!r} matches {len(candidates)} runs ({shown}); "
+            "give more characters of the id.",
             run_ref=run_ref,
             candidates=candidates,
         )

@@ -117,9 +117,10 @@ def es_number(value: float) -> str:
     sign = "-" if value < 0 else ""
     # repr() gives the shortest round-trip digits, the same digits ECMAScript chooses
     _, digit_tuple, exp = Decimal(repr(abs(value))).as_tuple()
+    assert isinstance(exp, int)  # finite values only
     digits = "".join(map(str, digit_tuple)).lstrip("0")
     stripped = digits.rstrip("0")
-    exponent = int(exp) + len(digits) - len(stripped)
+    exponent = exp + len(digits) - len(stripped)
     digits = stripped
     # value = 0.<digits> * 10**n  (ECMA-262 Number::toString, with k = len(digits))
     n = len(digits) + exponent
@@ -132,8 +133,8 @@ def es_number(value: float) -> str:
         body = "0." + "0" * (-n) + digits
     else:
         e = n - 1
-        exp = ("+" if e >= 0 else "-") + str(abs(e))
-        body = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + exp
+        exp_text = ("+" if e >= 0 else "-") + str(abs(e))
+        body = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + exp_text
     return sign + body
 
 
@@ -157,7 +158,9 @@ def _prepare(value: Any, path: str) -> Any:
     if kind is float:
         if math.isfinite(value):
             return _Fragment(es_number(value).encode())
-        raise CanonicalizationError(f"{value} is not a JSON number; use null or a string", path=path)
+        raise CanonicalizationError(
+            f"{value} is not a JSON number; use null or a string", path=path
+        )
     if kind is dict:
         out: dict[str, Any] | None = None
         for key, item in value.items():
@@ -184,11 +187,19 @@ def _prepare(value: Any, path: str) -> Any:
         return value if items is None else items
     if kind is Canonical:
         return _Fragment(value.data)
-    if isinstance(value, (str, int, float, dict, list, tuple)) and not isinstance(value, bool):
-        # subclasses (IntEnum, str-Enum, OrderedDict, ...) are hashed as their base JSON value
-        for base in (bool, str, int, float, dict, list, tuple):
-            if isinstance(value, base):
-                return _prepare(base(value), path)
+    # subclasses (IntEnum, str-Enum, OrderedDict, ...) are hashed as their base JSON value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return _prepare(str(value), path)
+    if isinstance(value, int):
+        return _prepare(int(value), path)
+    if isinstance(value, float):
+        return _prepare(float(value), path)
+    if isinstance(value, dict):
+        return _prepare(dict(value), path)
+    if isinstance(value, (list, tuple)):
+        return _prepare(list(value), path)
     if isinstance(value, Canonical):
         return _Fragment(value.data)
     raise CanonicalizationError(

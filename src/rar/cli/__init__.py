@@ -70,8 +70,12 @@ def demo(ctx: click.Context, seed: int, as_json: bool) -> None:
 
 
 @cli.command("list")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Show at most N runs (default: 50, all with --json).")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Show at most N runs (default: 50, all with --json).",
+)
 @click.option("--all", "show_all", is_flag=True, help="Show every run.")
 @click.option("--json", "as_json", is_flag=True, help="Print runs as a JSON array.")
 @click.pass_context
@@ -90,8 +94,9 @@ def list_(ctx: click.Context, limit: int | None, show_all: bool, as_json: bool) 
 
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"manifest": ..., "events": [...]} as JSON.')
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"manifest": ..., "events": [...]} as JSON.'
+)
 @click.pass_context
 def show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
     """Show a run's manifest summary and event timeline (RUN may be a unique id prefix)."""
@@ -118,8 +123,10 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
     if not store.exists:
         from rar.errors import StoreError
 
-        raise StoreError(f"there is no run store at {store.root}; --store DIR or RAR_HOME "
-                         "names another", exit_code=2)
+        raise StoreError(
+            f"there is no run store at {store.root}; --store DIR or RAR_HOME names another",
+            exit_code=2,
+        )
     ids = [store.resolve(ref) for ref in run_refs] if run_refs else None
     report = verify_store(store, ids)
     print_verify(report, as_json=as_json)

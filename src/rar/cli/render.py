@@ -29,9 +29,8 @@ def _console() -> Any:
     return console
 
 
-def _short(text: Any, width: int = 70) -> str:
-    if not isinstance(text, str):
-        text = orjson.dumps(text).decode()
+def _short(value: Any, width: int = 70) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -70,11 +69,19 @@ def print_list(store: Store, rows: list[RunRow], *, limit: int | None, as_json: 
         table.add_column(name, no_wrap=name != "goal", overflow="ellipsis")
     for row in shown:
         status = store.display_status(row)
-        style = {"completed": "green", "failed": "red", "interrupted": "yellow",
-                 "running": "cyan"}.get(status, "")
-        table.add_row(row.run_id, Text(status, style=style),
-                      row.created_at[:19].replace("T", " "), str(row.events),
-                      Text(_short(row.goal or "", 60)))
+        style = {
+            "completed": "green",
+            "failed": "red",
+            "interrupted": "yellow",
+            "running": "cyan",
+        }.get(status, "")
+        table.add_row(
+            row.run_id,
+            Text(status, style=style),
+            row.created_at[:19].replace("T", " "),
+            str(row.events),
+            Text(_short(row.goal or "", 60)),
+        )
     console = _console()
     console.print(table)
     if len(shown) < len(rows):
@@ -163,8 +170,10 @@ def print_show(store: Store, run_id: str, *, as_json: bool) -> None:
     tools = ", ".join(f"{t.get('name')}@{t.get('version')}" for t in manifest.tools) or "-"
     console.print(f"  models    {escape(models)}")
     console.print(f"  tools     {escape(tools)}")
-    console.print(f"  seed      {manifest.config.get('seed')}   events {len(events)}"
-                  f"   head {(manifest.head or '-')[:23]}")
+    console.print(
+        f"  seed      {manifest.config.get('seed')}   events {len(events)}"
+        f"   head {(manifest.head or '-')[:23]}"
+    )
     if manifest.parent:
         console.print(f"  parent    {manifest.parent.run_id} at event {manifest.parent.seq}")
     console.print()
@@ -179,8 +188,9 @@ def print_show(store: Store, run_id: str, *, as_json: bool) -> None:
         label = "  " * depth + str(event.get("type"))
         if event.get("type") in ("effect",):
             label += f" [{span.rsplit('/', 1)[-1]}#{event.get('ordinal')}]"
-        table.add_row(str(event.get("seq")), _time(event.get("ts")), Text(label),
-                      Text(event_summary(event)))
+        table.add_row(
+            str(event.get("seq")), _time(event.get("ts")), Text(label), Text(event_summary(event))
+        )
     console.print(table)
 
 
@@ -196,8 +206,9 @@ def print_verify(report: VerifyReport, *, as_json: bool) -> None:
         console.print(f"[yellow]repaired[/] {escape(line)}")
     for line in report.notes:
         console.print(f"[dim]note[/] {escape(line)}")
-    counts = (f"{report.runs} runs, {report.events} events, {report.blobs} blobs"
-              + (f" in {report.packs} packs" if report.packs else ""))
+    counts = f"{report.runs} runs, {report.events} events, {report.blobs} blobs" + (
+        f" in {report.packs} packs" if report.packs else ""
+    )
     if report.ok:
         console.print(f"[green]ok[/] {counts}: every chain, blob and manifest is intact")
         return
@@ -207,7 +218,9 @@ def print_verify(report: VerifyReport, *, as_json: bool) -> None:
         seq = f" seq {problem.seq}" if problem.seq is not None else ""
         console.print(f"  {escape(where)}{seq}: [bold]{problem.what}[/] {escape(problem.detail)}")
         if problem.expected is not None or problem.actual is not None:
-            console.print(Text(f"      expected {problem.expected}\n      actual   {problem.actual}"))
+            console.print(
+                Text(f"      expected {problem.expected}\n      actual   {problem.actual}")
+            )
 
 
 # --- demo --------------------------------------------------------------------------------------
@@ -219,15 +232,24 @@ def print_demo(store: Store, run_id: str, *, as_json: bool) -> None:
     finished = events[-1] if events and events[-1]["type"] == "run.finished" else {}
     answer = (store.resolve_payload(finished.get("result")) or {}).get("answer", "")
     if as_json:
-        emit_json({"run_id": run_id, "status": manifest.status.value, "answer": answer,
-                   "events": len(events), "store": str(store.root)})
+        emit_json(
+            {
+                "run_id": run_id,
+                "status": manifest.status.value,
+                "answer": answer,
+                "events": len(events),
+                "store": str(store.root),
+            }
+        )
         return
     console = _console()
     effects = manifest.stats.get("effects", {})
     console.print(f"[bold]Question[/] {escape(manifest.goal or '')}")
     console.print(f"[bold]Answer[/]   {escape(answer)}\n")
-    console.print(f"Recorded run [bold]{run_id}[/] ({manifest.status.value}): {len(events)} events, "
-                  + ", ".join(f"{n} {k} call(s)" for k, n in effects.items()))
+    console.print(
+        f"Recorded run [bold]{run_id}[/] ({manifest.status.value}): {len(events)} events, "
+        + ", ".join(f"{n} {k} call(s)" for k, n in effects.items())
+    )
     console.print(f"Store: {escape(str(store.root.resolve()))}\n")
     console.print("Inspect it:")
     short = run_id.rsplit("-", 1)[-1]

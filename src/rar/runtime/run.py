@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 from rar.errors import CanonicalizationError, RunClosedError
 from rar.redaction import Redactor, default_redactor, redaction_policy
 from rar.runtime.fingerprint import environment_fingerprint
+from rar.store.events import PayloadRef
 from rar.store.manifest import Manifest, ParentRef, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
 from rar.store.store import Store, new_run_id, utc_now_iso
@@ -171,7 +172,12 @@ class Run:
         return span, span.next_ordinal(), self._writer.payload(request)
 
     def _record_result(
-        self, span: Span, kind: str, ordinal: int, request_ref: dict[str, Any], result: T,
+        self,
+        span: Span,
+        kind: str,
+        ordinal: int,
+        request_ref: dict[str, Any],
+        result: T,
         start: int,
     ) -> T:
         duration = (time.perf_counter_ns() - start) // 1000
@@ -182,22 +188,34 @@ class Run:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise CanonicalizationError(
                 f"the result of this {kind} effect cannot be recorded: {exc.message}",
-                path=exc.path,
+                path=exc.details.get("path", "$"),
             ) from exc
         self._append_effect(span, kind, ordinal, request_ref, duration, result=result_ref)
         return redacted  # type: ignore[no-any-return]
 
     def _record_error(
-        self, span: Span, kind: str, ordinal: int, request_ref: dict[str, Any],
-        exc: BaseException, start: int,
+        self,
+        span: Span,
+        kind: str,
+        ordinal: int,
+        request_ref: dict[str, Any],
+        exc: BaseException,
+        start: int,
     ) -> None:
         duration = (time.perf_counter_ns() - start) // 1000
         error = error_value(exc, self._writer.redactor)
         self._append_effect(span, kind, ordinal, request_ref, duration, error=error)
 
     def _append_effect(
-        self, span: Span, kind: str, ordinal: int, request_ref: dict[str, Any], duration: int,
-        *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+        self,
+        span: Span,
+        kind: str,
+        ordinal: int,
+        request_ref: dict[str, Any],
+        duration: int,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
     ) -> None:
         event: dict[str, Any] = {
             "type": "effect",
@@ -231,14 +249,18 @@ class Run:
         """An integer in [low, high] from the run's seeded stream for the current span."""
         span = self._current.get()
         return self.effect(
-            "random", {"op": "randint", "low": low, "high": high}, lambda: span.rng.randint(low, high)
+            "random",
+            {"op": "randint", "low": low, "high": high},
+            lambda: span.rng.randint(low, high),
         )
 
     def uuid(self) -> _uuid.UUID:
         """A version-4 UUID derived from the run's seed, through the record."""
         span = self._current.get()
         text = self.effect(
-            "uuid", {"op": "uuid4"}, lambda: str(_uuid.UUID(int=span.rng.getrandbits(128), version=4))
+            "uuid",
+            {"op": "uuid4"},
+            lambda: str(_uuid.UUID(int=span.rng.getrandbits(128), version=4)),
         )
         return _uuid.UUID(text)
 
@@ -305,7 +327,9 @@ class Run:
         seq, _ = self._writer.append(event, sync=sync)
         return seq
 
-    def artifact(self, name: str, data: bytes, *, media_type: str = "application/octet-stream") -> str:
+    def artifact(
+        self, name: str, data: bytes, *, media_type: str = "application/octet-stream"
+    ) -> str:
         """Save a file the run produced under ``artifacts/`` and record it; returns its digest."""
         from rar.hashing import digest_bytes
 
@@ -317,8 +341,13 @@ class Run:
         target.write_bytes(data)
         self._writer.put_blob(digest, data)
         self._emit(
-            {"type": "artifact", "name": name, "digest": digest, "size": len(data),
-             "media_type": media_type}
+            {
+                "type": "artifact",
+                "name": name,
+                "digest": digest,
+                "size": len(data),
+                "media_type": media_type,
+            }
         )
         return digest
 
@@ -330,15 +359,25 @@ class Run:
             {"type": "run.started", "manifest": immutable_part(self.manifest)}, sync=True
         )
         if self._writer.log.repaired_bytes:
-            self._emit({"type": "note", "level": "warning",
-                        "text": f"repaired a torn last line ({self._writer.log.repaired_bytes} bytes)"})
+            self._emit(
+                {
+                    "type": "note",
+                    "level": "warning",
+                    "text": f"repaired a torn last line ({self._writer.log.repaired_bytes} bytes)",
+                }
+            )
         self._before = self._snapshot("before")
 
     def _snapshot(self, phase: str) -> Snapshot:
         snap = take_snapshot(self.workspace, self._writer.put_blob)
         self._emit(
-            {"type": "snapshot", "phase": phase, "tree": snap.digest, "files": snap.files,
-             "bytes": snap.bytes}
+            {
+                "type": "snapshot",
+                "phase": phase,
+                "tree": snap.digest,
+                "files": snap.files,
+                "bytes": snap.bytes,
+            }
         )
         return snap
 
@@ -435,7 +474,10 @@ def record(
             created_at=utc_now_iso(),
             goal=redactor.redact_text(goal) if goal else goal,
             entrypoint=entrypoint,
-            inputs={name: writer.plain_payload(value) for name, value in (inputs or {}).items()},
+            inputs={
+                name: PayloadRef.model_validate(writer.plain_payload(value))
+                for name, value in (inputs or {}).items()
+            },
             models=redactor.redact(list(models or [])),
             tools=redactor.redact(list(tools or [])),
             environment=environment_fingerprint(),

@@ -22,6 +22,7 @@ event names it; scans stop there and ``rar verify`` reports it as a harmless tor
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -116,10 +117,8 @@ class PackWriter:
                 written += os.write(self._fd, view[written:])
         except OSError as exc:
             # Roll back a partial record so that no reader ever sees half of it.
-            try:
+            with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
-            except OSError:
-                pass
             raise AppendError(self.path, exc.strerror or str(exc)) from exc
         self._size += written
 
@@ -176,7 +175,9 @@ class PackReader:
             try:
                 return self._decompressor.decompress(stored, max_output_size=raw_size)
             except zstandard.ZstdError as exc:
-                raise CorruptionError(f"blob {digest} cannot be decompressed: {exc}", path=path)
+                raise CorruptionError(
+                    f"blob {digest} cannot be decompressed: {exc}", path=path
+                ) from exc
         raise CorruptionError(f"blob {digest} has unknown codec {codec}", path=path)
 
     def _fd(self, name: str) -> int:
@@ -222,4 +223,3 @@ class PackReader:
         for fd in self._files.values():
             os.close(fd)
         self._files.clear()
-

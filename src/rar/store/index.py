@@ -141,9 +141,7 @@ class Index:
             for r in records
         ]
         with self._transaction():
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
+            self._conn.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
             self._conn.execute(
                 "INSERT INTO packs (name, indexed_to) VALUES (?, ?) ON CONFLICT(name) DO UPDATE "
                 "SET indexed_to = max(indexed_to, excluded.indexed_to)",

@@ -72,7 +72,9 @@ def _tail_from_line(path: Path, line: bytes, size: int, torn: int) -> LogTail:
         event = orjson.loads(line)
         seq = int(event["seq"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise CorruptionError(f"the last complete line of the log is malformed ({exc})", path=path)
+        raise CorruptionError(
+            f"the last complete line of the log is malformed ({exc})", path=path
+        ) from exc
     return LogTail(seq, digest_bytes(line), size, torn)
 
 
@@ -97,6 +99,7 @@ class EventLog:
         self.head = tail.digest
         self._size = tail.size
         self._unsynced = False
+        self._partial = False
 
     @property
     def size(self) -> int:
@@ -104,6 +107,10 @@ class EventLog:
 
     def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
         """Assign ``seq`` and ``prev``, write the event as one line; return (seq, digest)."""
+        if self._partial:
+            self._rollback()
+            if self._partial:
+                raise AppendError(self.path, "an earlier partial line could not be removed yet")
         event["seq"] = self.seq + 1
         event["prev"] = self.head
         line = canonical(event)
@@ -125,11 +132,12 @@ class EventLog:
         return self.seq, self.head
 
     def _rollback(self) -> None:
+        """Cut a partial line; if even that fails, refuse appends until it succeeds."""
         try:
             os.ftruncate(self._fd, self._size)
+            self._partial = False
         except OSError:
-            # Could not cut the partial line now; the next writer's open repairs it (torn tail).
-            pass
+            self._partial = True
 
     def sync(self) -> None:
         if self._unsynced:
@@ -183,7 +191,9 @@ def read_events(path: Path, run_id: str | None = None) -> list[dict[str, Any]]:
             ) from exc
         if not isinstance(event, dict) or "type" not in event or "seq" not in event:
             raise CorruptionError(
-                f"line {raw.number} of the log is not an event", path=path, run_id=run_id,
+                f"line {raw.number} of the log is not an event",
+                path=path,
+                run_id=run_id,
                 line=raw.number,
             )
         events.append(event)

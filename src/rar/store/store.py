@@ -60,7 +60,9 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def utc_now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")  # nondeterminism-ok
+    return (
+        datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    )  # nondeterminism-ok
 
 
 class Store:
@@ -171,9 +173,8 @@ class Store:
         return sorted(
             entry.name
             for entry in os.scandir(self.root)
-            if entry.is_dir(follow_symlinks=False) and os.path.exists(
-                os.path.join(entry.path, MANIFEST_NAME)
-            )
+            if entry.is_dir(follow_symlinks=False)
+            and os.path.exists(os.path.join(entry.path, MANIFEST_NAME))
         )
 
     def resolve(self, ref: str) -> str:

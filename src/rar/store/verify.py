@@ -115,7 +115,9 @@ class _BlobChecker:
         self.report = report
         self.seen: set[str] = set()
 
-    def check(self, digest: str, run_id: str, seq: int | None, *, kind: str = "blob") -> bytes | None:
+    def check(
+        self, digest: str, run_id: str, seq: int | None, *, kind: str = "blob"
+    ) -> bytes | None:
         if digest in self.seen:
             return None
         self.seen.add(digest)
@@ -187,8 +189,9 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
         problems.append(Problem(run_id, "manifest", exc.message, path=str(run_dir / MANIFEST_NAME)))
     log_path = run_dir / EVENTS_NAME
     if not log_path.exists():
-        problems.append(Problem(run_id, "log-missing", "events.jsonl is missing",
-                                path=str(log_path)))
+        problems.append(
+            Problem(run_id, "log-missing", "events.jsonl is missing", path=str(log_path))
+        )
         return
     _repair_log_tail(run_id, run_dir, log_path, report)
     prev: str | None = None
@@ -203,23 +206,47 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
             if not isinstance(event, dict):
                 raise ValueError("not a JSON object")
         except (orjson.JSONDecodeError, ValueError) as exc:
-            problems.append(Problem(run_id, "malformed-line", f"line {raw.number}: {exc}",
-                                    seq=expected_seq, path=str(log_path)))
+            problems.append(
+                Problem(
+                    run_id,
+                    "malformed-line",
+                    f"line {raw.number}: {exc}",
+                    seq=expected_seq,
+                    path=str(log_path),
+                )
+            )
             prev = digest_bytes(raw.data)
             expected_seq += 1
             continue
         seq = event.get("seq")
         if seq != expected_seq:
-            problems.append(Problem(run_id, "seq", f"line {raw.number} has the wrong seq",
-                                    seq=expected_seq, expected=str(expected_seq), actual=str(seq)))
+            problems.append(
+                Problem(
+                    run_id,
+                    "seq",
+                    f"line {raw.number} has the wrong seq",
+                    seq=expected_seq,
+                    expected=str(expected_seq),
+                    actual=str(seq),
+                )
+            )
         if event.get("prev") != prev:
-            problems.append(Problem(run_id, "chain", f"line {raw.number} does not follow the line "
-                                    "before it (changed, removed or reordered lines)",
-                                    seq=expected_seq, expected=prev, actual=event.get("prev")))
+            problems.append(
+                Problem(
+                    run_id,
+                    "chain",
+                    f"line {raw.number} does not follow the line "
+                    "before it (changed, removed or reordered lines)",
+                    seq=expected_seq,
+                    expected=prev,
+                    actual=event.get("prev"),
+                )
+            )
         kind = event.get("type")
         if kind not in EVENT_TYPES:
-            problems.append(Problem(run_id, "event-type", f"unknown event type {kind!r}",
-                                    seq=expected_seq))
+            problems.append(
+                Problem(run_id, "event-type", f"unknown event type {kind!r}", seq=expected_seq)
+            )
         for digest in payload_digests(event):
             if kind == "snapshot":
                 continue
@@ -230,7 +257,9 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
         for value in inline_payloads(event):
             blobs.follow(value, run_id, expected_seq)
         if kind == "snapshot":
-            snapshots[str(event.get("phase"))] = blobs.check_tree(event["tree"], run_id, expected_seq)
+            snapshots[str(event.get("phase"))] = blobs.check_tree(
+                event["tree"], run_id, expected_seq
+            )
         elif kind == "run.started":
             started = event.get("manifest")
         elif kind == "run.finished":
@@ -243,27 +272,51 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
     if manifest is None:
         return
     if started is not None and started != immutable_part(manifest):
-        changed = sorted(k for k in set(started) | set(immutable_part(manifest))
-                         if started.get(k) != immutable_part(manifest).get(k))
-        problems.append(Problem(run_id, "manifest-changed",
-                                f"manifest.json differs from the copy sealed in run.started: "
-                                f"{', '.join(changed)}", seq=1))
+        changed = sorted(
+            k
+            for k in set(started) | set(immutable_part(manifest))
+            if started.get(k) != immutable_part(manifest).get(k)
+        )
+        problems.append(
+            Problem(
+                run_id,
+                "manifest-changed",
+                f"manifest.json differs from the copy sealed in run.started: {', '.join(changed)}",
+                seq=1,
+            )
+        )
     elif started is None and count:
         problems.append(Problem(run_id, "manifest-unsealed", "the log has no run.started event"))
     if manifest.status.finished:
         if manifest.head != prev or manifest.events != count:
-            problems.append(Problem(run_id, "head", "the manifest's head does not match the log "
-                                    "(lines added or removed after the run finished)",
-                                    expected=f"{manifest.head} ({manifest.events} events)",
-                                    actual=f"{prev} ({count} events)"))
+            problems.append(
+                Problem(
+                    run_id,
+                    "head",
+                    "the manifest's head does not match the log "
+                    "(lines added or removed after the run finished)",
+                    expected=f"{manifest.head} ({manifest.events} events)",
+                    actual=f"{prev} ({count} events)",
+                )
+            )
         if last_type != "run.finished" and manifest.status.value != "waiting":
-            problems.append(Problem(run_id, "unfinished-log",
-                                    "the manifest says finished but the log has no run.finished"))
+            problems.append(
+                Problem(
+                    run_id,
+                    "unfinished-log",
+                    "the manifest says finished but the log has no run.finished",
+                )
+            )
     before, after = snapshots.get("before"), snapshots.get("after")
-    if state_diff is not None and before is not None and after is not None:
-        if diff_trees(before, after) != state_diff:
-            problems.append(Problem(run_id, "state-diff",
-                                    "the recorded state diff does not match the snapshots"))
+    if (
+        state_diff is not None
+        and before is not None
+        and after is not None
+        and diff_trees(before, after) != state_diff
+    ):
+        problems.append(
+            Problem(run_id, "state-diff", "the recorded state diff does not match the snapshots")
+        )
 
 
 def _repair_log_tail(run_id: str, run_dir: Any, log_path: Any, report: VerifyReport) -> None:
@@ -301,14 +354,18 @@ def _repair_packs(store: Store, report: VerifyReport) -> None:
     reader = store.reader
     for name in reader.iter_pack_names():
         scan = reader.scan(name)
-        if scan.problem and scan.problem.startswith("torn") and not is_locked(
-            store.run_dir(_pack_owner(name))
+        if (
+            scan.problem
+            and scan.problem.startswith("torn")
+            and not is_locked(store.run_dir(_pack_owner(name)))
         ):
             with open(reader.pack_path(name), "r+b") as handle:
                 handle.truncate(scan.end)
                 os.fsync(handle.fileno())
-            report.repaired.append(f"pack {name}: dropped a torn last record "
-                                   f"({scan.size - scan.end} bytes never referenced)")
+            report.repaired.append(
+                f"pack {name}: dropped a torn last record "
+                f"({scan.size - scan.end} bytes never referenced)"
+            )
 
 
 def _verify_packs(store: Store, report: VerifyReport) -> None:
@@ -317,9 +374,9 @@ def _verify_packs(store: Store, report: VerifyReport) -> None:
         report.packs += 1
         path = reader.pack_path(name)
         scan = reader.scan(name)
-        if scan.problem and not (scan.problem.startswith("torn") and is_locked(
-            store.run_dir(_pack_owner(name))
-        )):
+        if scan.problem and not (
+            scan.problem.startswith("torn") and is_locked(store.run_dir(_pack_owner(name)))
+        ):
             report.problems.append(Problem(None, "pack", scan.problem, path=str(path)))
         for record in scan.records:
             location = record.location
@@ -331,7 +388,13 @@ def _verify_packs(store: Store, report: VerifyReport) -> None:
                 continue
             actual = digest_of(raw)
             if actual != record.digest:
-                report.problems.append(Problem(None, "blob-corrupt",
-                                               f"record at offset {location.offset} does not "
-                                               "match its digest", expected=record.digest,
-                                               actual=actual, path=str(path)))
+                report.problems.append(
+                    Problem(
+                        None,
+                        "blob-corrupt",
+                        f"record at offset {location.offset} does not match its digest",
+                        expected=record.digest,
+                        actual=actual,
+                        path=str(path),
+                    )
+                )

@@ -10,14 +10,18 @@ from rar.runtime.run import Run, record
 from rar.store.store import Store
 
 
-def record_small_run(store: Store, *, steps: int = 3, seed: int = 1, goal: str = "test goal",
-                     durable: bool = True) -> Run:
+def record_small_run(
+    store: Store, *, steps: int = 3, seed: int = 1, goal: str = "test goal", durable: bool = True
+) -> Run:
     run = record(goal, store=store, seed=seed, durable=durable, redactor=Redactor(env={}))
     with run:
         messages: list[Any] = [Canonical({"role": "user", "content": goal})]
         for step in range(steps):
-            reply = run.effect("llm", {"model": "m", "messages": messages},
-                               lambda step=step: {"content": f"reply {step}", "n": step})
+            reply = run.effect(
+                "llm",
+                {"model": "m", "messages": messages},
+                lambda step=step: {"content": f"reply {step}", "n": step},
+            )
             messages = [*messages, Canonical({"role": "assistant", "content": reply["content"]})]
             run.effect("tool", {"name": "t", "args": {"i": step}}, lambda step=step: step * 2)
     return run

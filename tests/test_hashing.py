@@ -162,3 +162,25 @@ def test_the_same_value_hashes_the_same_under_different_hash_seeds() -> None:
         )
         digests.add(out.stdout.strip())
     assert len(digests) == 1
+
+
+@settings(max_examples=300)
+@given(
+    st.dictionaries(
+        st.text(max_size=6),
+        json_scalars | st.dictionaries(st.text(max_size=4), json_scalars, max_size=3),
+        max_size=6,
+    )
+)
+def test_the_record_fast_path_is_canonical_for_any_record(record: dict[str, object]) -> None:
+    from rar.hashing import canonical_record
+
+    assert canonical_record(record) == rfc8785.dumps(record)
+
+
+def test_the_record_fast_path_embeds_canonical_parts() -> None:
+    from rar.hashing import canonical_record
+
+    part = Canonical({"b": 1.5, "a": [1, 2]})
+    record = {"type": "effect", "request": {"digest": part.digest, "value": part}, "seq": 3}
+    assert canonical_record(record) == canonical(record)

@@ -132,3 +132,28 @@ def test_linking_round_trips_and_prefix_sharing_never_changes_a_digest(
     assert unlink(full.value, blobs.get) == {"messages": messages}
     assert full.digest == _linker(MemoryBlobs()).link({"messages": messages}).digest
     assert canonical(full.value) == full.data
+
+
+def test_plain_messages_that_differ_only_in_type_never_share_a_cache_entry() -> None:
+    blobs = MemoryBlobs()
+    linker = _linker(blobs)
+    variants = [{"flag": True}, {"flag": 1}, {"flag": 1.5}, {"flag": "1"}, {"flag": None}]
+    digests = {linker.link({"messages": [v]}).digest for v in variants}
+    assert len(digests) == len(variants)
+    import pytest
+
+    from rar.errors import CanonicalizationError
+
+    with pytest.raises(CanonicalizationError):
+        linker.link({"messages": [{"flag": float("nan")}]})
+
+
+def test_a_message_mutated_in_place_is_hashed_again() -> None:
+    linker = _linker(MemoryBlobs())
+    message = {"role": "user", "content": "first"}
+    first = linker.link({"messages": [message]}).digest
+    message["content"] = "second"
+    assert linker.link({"messages": [message]}).digest != first
+    assert linker.link({"messages": [message]}).digest == _linker(MemoryBlobs()).link(
+        {"messages": [{"role": "user", "content": "second"}]}
+    ).digest

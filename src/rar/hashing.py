@@ -45,6 +45,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "Canonical",
     "canonical",
+    "canonical_record",
     "canonical_reference",
     "digest_bytes",
     "digest_value",
@@ -138,6 +139,9 @@ def es_number(value: float) -> str:
     return sign + body
 
 
+_FLOAT_TEXT: dict[float, bytes] = {}  # formatted floats: parameters like 0.7 recur constantly
+
+
 class _NeedsReference(Exception):
     """Internal: the fast path cannot order these keys; use the reference implementation."""
 
@@ -157,7 +161,12 @@ def _prepare(value: Any, path: str) -> Any:
         )
     if kind is float:
         if math.isfinite(value):
-            return _Fragment(es_number(value).encode())
+            text = _FLOAT_TEXT.get(value)
+            if text is None:
+                text = es_number(value).encode()
+                if len(_FLOAT_TEXT) < 4096:
+                    _FLOAT_TEXT[value] = text
+            return _Fragment(text)
         raise CanonicalizationError(
             f"{value} is not a JSON number; use null or a string", path=path
         )
@@ -243,6 +252,52 @@ def canonical(value: Any) -> bytes:
     try:
         return orjson.dumps(prepared, option=_ORJSON_OPTS)
     except orjson.JSONEncodeError as exc:  # e.g. lone surrogates in a string
+        raise CanonicalizationError(str(exc)) from exc
+
+
+def _is_safe_scalar(value: Any) -> bool:
+    kind = type(value)
+    return (
+        kind is str
+        or kind is bool
+        or value is None
+        or (kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+    )
+
+
+def canonical_record(record: dict[str, Any]) -> bytes:
+    """Canonical JSON of a shallow record such as a log event, without the general walk.
+
+    Values may be strings, safe integers, booleans, None, :class:`Canonical` parts, or dicts of
+    those with ASCII keys. Anything else (a float, a list, deeper nesting) sends the whole record
+    through :func:`canonical`, so the bytes are canonical whatever the input.
+    """
+    prepared: dict[str, Any] = {}
+    for key, value in record.items():
+        kind = type(value)
+        if _is_safe_scalar(value):
+            prepared[key] = value
+        elif kind is Canonical:
+            prepared[key] = _Fragment(value.data)
+        elif kind is dict:
+            inner: dict[str, Any] = {}
+            for name, item in value.items():
+                if type(name) is not str or not name.isascii():
+                    return canonical(record)
+                if _is_safe_scalar(item):
+                    inner[name] = item
+                elif type(item) is Canonical:
+                    inner[name] = _Fragment(item.data)
+                else:
+                    return canonical(record)
+            prepared[key] = inner
+        else:
+            return canonical(record)
+        if type(key) is not str or not key.isascii():
+            return canonical(record)
+    try:
+        return orjson.dumps(prepared, option=_ORJSON_OPTS)
+    except orjson.JSONEncodeError as exc:
         raise CanonicalizationError(str(exc)) from exc
 
 

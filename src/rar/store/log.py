@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from rar.errors import AppendError, CorruptionError
-from rar.hashing import canonical, digest_bytes
+from rar.hashing import canonical_record, digest_bytes
 from rar.store._fs import fsync_dir
 
 _TAIL_CHUNK = 1 << 16
@@ -113,7 +113,7 @@ class EventLog:
                 raise AppendError(self.path, "an earlier partial line could not be removed yet")
         event["seq"] = self.seq + 1
         event["prev"] = self.head
-        line = canonical(event)
+        line = canonical_record(event)
         data = line + b"\n"
         view = memoryview(data)
         written = 0

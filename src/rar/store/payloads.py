@@ -20,6 +20,7 @@ the same digest, in any process, whatever was stored before.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -32,6 +33,7 @@ from rar.redaction import Redactor
 CHAIN_KEY: Final = "$chain"
 CHAINED_FIELDS: Final = frozenset({"messages"})
 _MEMO_LIMIT: Final = 200_000
+_PLAIN_CACHE_BYTES: Final = 64 << 20
 
 PutBlob = Callable[[str, bytes], None]
 GetBlob = Callable[[str], bytes]
@@ -49,6 +51,8 @@ class Linker:
         self._redact = redactor
         self._nodes: dict[tuple[str | None, str], str] = {}
         self._messages: dict[str, Canonical] = {}  # digest of a given Canonical -> redacted one
+        self._plain: dict[bytes, Canonical] = {}  # marshal bytes of a plain message -> redacted
+        self._plain_bytes = 0
 
     def link(self, value: Any) -> Canonical:
         """Redact, link and canonicalize ``value``; blobs it needs are written via ``put``."""
@@ -88,13 +92,34 @@ class Linker:
         self._messages[part.digest] = result
         return result
 
+    def _plain_message(self, item: Any) -> Canonical:
+        """Redact and hash a plain message, once per distinct content.
+
+        The cache key is ``marshal.dumps(item)``: exact about types (``True`` vs ``1``, ``1.0``
+        vs ``1``, NaN) and unable to encode anything but built-in types, so a hit always stands
+        for a value that canonicalizes to the same bytes, and a mutated message is a miss.
+        """
+        try:
+            key = marshal.dumps(item)
+        except ValueError:  # not built-in types only: no caching
+            return Canonical(self._redact(self._structure(item)))
+        message = self._plain.get(key)
+        if message is None:
+            message = Canonical(self._redact(self._structure(item)))
+            self._plain_bytes += len(key)
+            if self._plain_bytes > _PLAIN_CACHE_BYTES:
+                self._plain.clear()
+                self._plain_bytes = len(key)
+            self._plain[key] = message
+        return message
+
     def _chain(self, items: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
         head: str | None = None
         for item in items:
             if isinstance(item, Canonical):
                 message = self._redacted(item)
             else:
-                message = Canonical(self._redact(self._structure(item)))
+                message = self._plain_message(item)
             key = (head, message.digest)
             node = self._nodes.get(key)
             if node is None:

@@ -138,3 +138,21 @@ def test_rar_home_sets_the_default_store(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert default_store_path() == tmp_path / "elsewhere"
     monkeypatch.delenv("RAR_HOME")
     assert default_store_path() == Path("runs")
+
+
+def test_a_taken_run_id_is_a_clear_error_and_a_fresh_id_is_drawn_when_none_was_given(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rar.errors import RunExistsError
+    from rar.runtime import run as run_module
+
+    first = record("a", store=store, redactor=Redactor(env={}), run_id="fixed-id")
+    first.finish()
+    with pytest.raises(RunExistsError, match="already exists"):
+        record("b", store=store, redactor=Redactor(env={}), run_id="fixed-id")
+    ids = iter(["fixed-id", "fresh-id"])
+    monkeypatch.setattr(run_module, "new_run_id", lambda: next(ids))
+    second = record("c", store=store, redactor=Redactor(env={}))
+    second.finish()
+    assert second.id == "fresh-id"
+    assert store.manifest("fixed-id").goal == "a"

@@ -11,6 +11,7 @@ Every exception RAR raises on purpose derives from :class:`RarError`::
     │   ├── RunNotFoundError       no run matches an id or prefix
     │   ├── AmbiguousRunIdError    a prefix matches several runs
     │   ├── RunLockedError         another process is writing that run
+    │   ├── RunExistsError         a new run was given the id of an existing one
     │   ├── ManifestMissingError   a run directory without a readable manifest.json
     │   ├── BlobMissingError       an event references a blob that is not in the store
     │   ├── CorruptionError        bytes on disk do not match their digest or format
@@ -117,6 +118,18 @@ class RunLockedError(StoreError):
             run_id=run_id,
             path=path,
             holder=holder,
+        )
+
+
+class RunExistsError(StoreError):
+    exit_code = 2
+
+    def __init__(self, run_id: str, path: Path) -> None:
+        super().__init__(
+            f"a run with id {run_id} already exists at {path}; pick another id "
+            "(or leave it out and RAR chooses a fresh one).",
+            run_id=run_id,
+            path=path,
         )
 
 

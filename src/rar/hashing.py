@@ -115,6 +115,9 @@ def es_number(value: float) -> str:
         return "0"
     if value.is_integer() and abs(value) < 2**53:
         return str(int(value))
+    text = repr(value)
+    if "e" not in text and not value.is_integer():
+        return text  # plain notation with a fraction: repr and ECMAScript agree digit for digit
     sign = "-" if value < 0 else ""
     # repr() gives the shortest round-trip digits, the same digits ECMAScript chooses
     _, digit_tuple, exp = Decimal(repr(abs(value))).as_tuple()

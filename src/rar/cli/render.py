@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 from rich.markup import escape
 from rich.text import Text
 
-from rar.store.index import RunRow
-from rar.store.store import Store
-from rar.store.verify import VerifyReport
+if TYPE_CHECKING:
+    from rar.store.index import RunRow
+    from rar.store.store import Store
+    from rar.store.verify import VerifyReport
 
 
 def emit_json(value: Any) -> None:

@@ -41,7 +41,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rar.errors import CanonicalizationError, RunClosedError
+from rar.errors import CanonicalizationError, RunClosedError, RunExistsError
 from rar.redaction import Redactor, default_redactor, redaction_policy
 from rar.runtime.fingerprint import environment_fingerprint
 from rar.store.events import PayloadRef
@@ -183,7 +183,7 @@ class Run:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
         try:
-            result_ref = self._writer.payload(redacted)
+            result_ref = self._writer.payload(redacted, redacted=True)
         except CanonicalizationError as exc:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise CanonicalizationError(
@@ -432,6 +432,19 @@ class Run:
             self.finish(RunStatus.FAILED, error=exc)
 
 
+def _new_writer(
+    store: Store, run_id: str | None, *, redactor: Redactor, durable: bool
+) -> RunWriter:
+    if run_id is not None:
+        return RunWriter(store, run_id, redactor=redactor, durable=durable)
+    for _ in range(8):  # a fresh id collides only by chance: draw again
+        try:
+            return RunWriter(store, new_run_id(), redactor=redactor, durable=durable)
+        except RunExistsError:
+            continue
+    raise RunExistsError(new_run_id(), store.root)
+
+
 def record(
     goal: str | None = None,
     *,
@@ -464,8 +477,8 @@ def record(
     redactor = redactor or default_redactor()
     if seed is None:
         seed = int.from_bytes(_random.SystemRandom().randbytes(6), "big")  # nondeterminism-ok
-    run_id = run_id or new_run_id()
-    writer = RunWriter(store, run_id, redactor=redactor, durable=durable)
+    writer = _new_writer(store, run_id, redactor=redactor, durable=durable)
+    run_id = writer.run_id
     try:
         space = Path(workspace) if workspace is not None else writer.dir / "workspace"
         space.mkdir(parents=True, exist_ok=True)

@@ -128,6 +128,12 @@ class Index:
         ).fetchone()
         return None if row is None else BlobLocation(*row)
 
+    def all_blob_locations(self) -> dict[str, BlobLocation]:
+        cursor = self._conn.execute(
+            "SELECT digest, pack, offset, codec, raw_size, stored_size FROM blobs"
+        )
+        return {row[0]: BlobLocation(*row[1:]) for row in cursor}
+
     def add_blobs(self, pack: str, records: Iterable[PackRecord], indexed_to: int) -> None:
         rows = [
             (

@@ -13,8 +13,7 @@ import socket
 from pathlib import Path
 
 from rar.errors import RunLockedError, StoreNotWritableError
-
-LOCK_NAME = "lock"
+from rar.store.layout import LOCK_NAME
 
 
 class RunLock:

@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rar.errors import ManifestMissingError
 from rar.store._fs import atomic_write
 from rar.store.events import PayloadRef
+from rar.store.layout import MANIFEST_NAME
 
 FORMAT = "rar.run/1"
-MANIFEST_NAME = "manifest.json"
 
 
 class RunStatus(enum.StrEnum):

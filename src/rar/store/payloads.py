@@ -53,10 +53,16 @@ class Linker:
         self._messages: dict[str, Canonical] = {}  # digest of a given Canonical -> redacted one
         self._plain: dict[bytes, Canonical] = {}  # marshal bytes of a plain message -> redacted
         self._plain_bytes = 0
+        self._last: tuple[list[Canonical | None], list[str]] = ([], [])
 
-    def link(self, value: Any) -> Canonical:
-        """Redact, link and canonicalize ``value``; blobs it needs are written via ``put``."""
-        return Canonical(self._redact(self._structure(value)))
+    def link(self, value: Any, *, redacted: bool = False) -> Canonical:
+        """Redact, link and canonicalize ``value``; blobs it needs are written via ``put``.
+
+        ``redacted=True`` says the caller already passed ``value`` through the same redactor
+        (pre-hashed parts and messages are still redacted here, once per distinct content).
+        """
+        structured = self._structure(value)
+        return Canonical(structured if redacted else self._redact(structured))
 
     def _structure(self, value: Any) -> Any:
         """Replace chained lists and pre-hashed parts; everything else is returned as is."""
@@ -114,8 +120,16 @@ class Linker:
         return message
 
     def _chain(self, items: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
-        head: str | None = None
-        for item in items:
+        # A conversation usually extends the last one linked, holding the very same pre-hashed
+        # message objects: skip that shared prefix by identity. (Only Canonical parts count:
+        # they are immutable, where a plain dict may have been changed in place.)
+        last_items, last_heads = self._last
+        start, limit = 0, min(len(items), len(last_items))
+        while start < limit and items[start] is last_items[start]:
+            start += 1
+        head: str | None = last_heads[start - 1] if start else None
+        heads = last_heads[:start]
+        for item in items[start:]:
             if isinstance(item, Canonical):
                 message = self._redacted(item)
             else:
@@ -135,6 +149,11 @@ class Linker:
                     self._nodes.clear()
                 self._nodes[key] = node
             head = node
+            heads.append(node)
+        known = last_items[:start] + [
+            i if isinstance(i, Canonical) else None for i in items[start:]
+        ]
+        self._last = (known, heads)
         return {CHAIN_KEY: head, "length": len(items)}
 
 

@@ -17,13 +17,14 @@ The store location is ``--store DIR``, else ``$RAR_HOME``, else ``./runs``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -31,20 +32,20 @@ from rar.errors import (
     AmbiguousRunIdError,
     BlobMissingError,
     CorruptionError,
-    ManifestMissingError,
     RunNotFoundError,
     StoreNotWritableError,
 )
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
 from rar.store.index import Index, RunRow
+from rar.store.layout import EVENTS_NAME, INDEX_NAME, MANIFEST_NAME
 from rar.store.lock import is_locked
 from rar.store.log import read_events, read_tail
-from rar.store.manifest import MANIFEST_NAME, Manifest, RunStatus, read_manifest
-from rar.store.payloads import unlink
+
+if TYPE_CHECKING:
+    from rar.store.manifest import Manifest
 
 ENV_HOME = "RAR_HOME"
 DEFAULT_DIR = "runs"
-EVENTS_NAME = "events.jsonl"
 _T = TypeVar("_T")
 
 
@@ -54,9 +55,9 @@ def default_store_path() -> Path:
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    """``YYYYMMDD-HHMMSS-xxxxxx``: sortable by creation time, unique by its random tail."""
+    """``YYYYMMDD-HHMMSS-xxxxxxxx``: sortable by creation time, unique by its random tail."""
     now = now or datetime.now(UTC)  # nondeterminism-ok: a run's identity, not agent logic
-    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4)
 
 
 def utc_now_iso() -> str:
@@ -100,7 +101,7 @@ class Store:
         if self._index is None:
             if not self.root.is_dir():
                 self.ensure_writable()
-            self._index = Index(self.root / "index.sqlite")
+            self._index = Index(self.root / INDEX_NAME)
         return self._index
 
     def _with_index(self, action: Callable[[Index], _T]) -> _T:
@@ -110,7 +111,7 @@ class Store:
         except sqlite3.DatabaseError:
             self.index.close()
             self._index = None
-            Index(self.root / "index.sqlite")._quarantine()
+            Index(self.root / INDEX_NAME)._quarantine()
             return action(self.index)
 
     # --- blobs -------------------------------------------------------------------------------
@@ -151,6 +152,8 @@ class Store:
         """The plain value of a payload reference from an event (inline or blob, unlinked)."""
         if ref is None:
             return None
+        from rar.store.payloads import unlink
+
         value = ref["value"] if "value" in ref else self.get_json(ref["digest"])
         return unlink(value, self.get_blob)
 
@@ -195,6 +198,8 @@ class Store:
         return matches[0]
 
     def manifest(self, run_id: str) -> Manifest:
+        from rar.store.manifest import read_manifest
+
         return read_manifest(self.run_dir(run_id), run_id)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
@@ -208,7 +213,7 @@ class Store:
 
     def display_status(self, row: RunRow) -> str:
         """The stored status, or ``interrupted`` for a run left RUNNING by a dead writer."""
-        if row.status == RunStatus.RUNNING and not self.is_writing(row.run_id):
+        if row.status == "running" and not self.is_writing(row.run_id):
             return "interrupted"
         return row.status
 
@@ -250,29 +255,34 @@ class Store:
         return sorted(rows.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
 
     def row_from_files(self, run_id: str) -> RunRow | None:
+        """An index row read from a run's files (None when the manifest is unusable)."""
         run_dir = self.run_dir(run_id)
         try:
             mstat = (run_dir / MANIFEST_NAME).stat()
-            manifest = read_manifest(run_dir, run_id)
-        except (ManifestMissingError, FileNotFoundError):
+            data = orjson.loads((run_dir / MANIFEST_NAME).read_bytes())
+            parent = data.get("parent") or {}
+            row = RunRow(
+                run_id=run_id,
+                status=str(data["status"]),
+                goal=data.get("goal"),
+                created_at=str(data["created_at"]),
+                finished_at=data.get("finished_at"),
+                events=0,
+                parent=parent.get("run_id"),
+                head=data.get("head"),
+                manifest_mtime_ns=mstat.st_mtime_ns,
+                log_size=0,
+            )
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             return None
         log = run_dir / EVENTS_NAME
         try:
             tail = read_tail(log) if log.exists() else None
         except CorruptionError:
             tail = None
-        return RunRow(
-            run_id=run_id,
-            status=manifest.status.value,
-            goal=manifest.goal,
-            created_at=manifest.created_at,
-            finished_at=manifest.finished_at,
-            events=tail.seq if tail else 0,
-            parent=manifest.parent.run_id if manifest.parent else None,
-            head=manifest.head,
-            manifest_mtime_ns=mstat.st_mtime_ns,
-            log_size=(tail.size + tail.torn_bytes) if tail else 0,
-        )
+        if tail is None:
+            return row
+        return dataclasses.replace(row, events=tail.seq, log_size=tail.size + tail.torn_bytes)
 
     def index_run(self, run_id: str) -> None:
         row = self.row_from_files(run_id)

@@ -24,16 +24,17 @@ from typing import Any
 
 import orjson
 
-from rar.errors import BlobMissingError, CorruptionError, ManifestMissingError, RunLockedError
+from rar.errors import CorruptionError, ManifestMissingError, RunLockedError
 from rar.hashing import digest_bytes
-from rar.store.blobs import digest_of
+from rar.store.blobs import BlobLocation, digest_of
 from rar.store.events import EVENT_TYPES, inline_payloads, payload_digests
+from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
 from rar.store.lock import RunLock, is_locked
 from rar.store.log import iter_lines, read_tail
-from rar.store.manifest import MANIFEST_NAME, Manifest, immutable_part, read_manifest
+from rar.store.manifest import Manifest, immutable_part, read_manifest
 from rar.store.payloads import CHAIN_KEY
 from rar.store.snapshot import diff_trees
-from rar.store.store import EVENTS_NAME, Store
+from rar.store.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +81,21 @@ class VerifyReport:
 def verify_store(store: Store, run_ids: Iterable[str] | None = None) -> VerifyReport:
     """Verify the given runs (ids already resolved), or the whole store when ``None``."""
     report = VerifyReport()
-    whole = run_ids is None
-    if whole:
+    if run_ids is None:
+        # every pack re-hashed once; runs then only need to find their blobs among the good ones
         _repair_packs(store, report)
-    ids = sorted(_all_run_dirs(store)) if run_ids is None else list(run_ids)
-    checker = _BlobChecker(store, report)
+        good, bad = _verify_packs(store, report)
+        checker = _BlobChecker(store, report, good, verified=True, bad=bad)
+        ids = sorted(_all_run_dirs(store))
+    else:
+        if store.packs_dir.is_dir():
+            store.index.catch_up(store.reader)
+        locations = store.index.all_blob_locations() if store.exists else {}
+        checker = _BlobChecker(store, report, locations, verified=False, bad=set())
+        ids = list(run_ids)
     for run_id in ids:
         _verify_run(store, run_id, report, checker)
-    if whole:
-        _verify_packs(store, report)
-    else:
+    if run_ids is not None:
         report.blobs = len(checker.seen)
     return report
 
@@ -110,23 +116,45 @@ def _all_run_dirs(store: Store) -> list[str]:
 class _BlobChecker:
     """Checks referenced blobs once each, following message chains and snapshot trees."""
 
-    def __init__(self, store: Store, report: VerifyReport) -> None:
+    def __init__(
+        self,
+        store: Store,
+        report: VerifyReport,
+        locations: dict[str, BlobLocation],
+        *,
+        verified: bool,
+        bad: set[str],
+    ) -> None:
         self.store = store
         self.report = report
         self.seen: set[str] = set()
+        self._locations = locations
+        self._verified = verified  # locations hold only blobs already re-hashed
+        self._bad = bad
 
     def check(
-        self, digest: str, run_id: str, seq: int | None, *, kind: str = "blob"
+        self,
+        digest: str,
+        run_id: str,
+        seq: int | None,
+        *,
+        kind: str = "blob",
+        content: bool = True,
     ) -> bytes | None:
+        """Check one blob (once); return its bytes when ``content`` is wanted and it is sound."""
         if digest in self.seen:
             return None
         self.seen.add(digest)
+        location = self._locations.get(digest)
+        if location is None:
+            what = "blob-corrupt" if digest in self._bad else "blob-missing"
+            detail = "is damaged in its pack" if digest in self._bad else "is not in the store"
+            self.report.problems.append(Problem(run_id, what, f"{kind} {digest} {detail}", seq=seq))
+            return None
+        if self._verified and not content:
+            return b""
         try:
-            return self.store.get_blob(digest)
-        except BlobMissingError:
-            self.report.problems.append(
-                Problem(run_id, "blob-missing", f"{kind} {digest} is not in the store", seq=seq)
-            )
+            return self.store.reader.read(digest, location, verify=not self._verified)
         except (CorruptionError, OSError) as exc:
             self.report.problems.append(
                 Problem(run_id, "blob-corrupt", f"{kind} {digest}: {exc}", seq=seq)
@@ -165,16 +193,18 @@ class _BlobChecker:
             node = body.get("prev")
 
     def check_tree(self, digest: str, run_id: str, seq: int | None) -> dict[str, Any] | None:
+        seen = digest in self.seen
         raw = self.check(digest, run_id, seq, kind="snapshot tree")
         if raw is None:
-            try:
-                raw = self.store.get_blob(digest)
-            except (BlobMissingError, CorruptionError):
+            if not seen or digest not in self._locations:
                 return None
+            raw = self.store.reader.read(digest, self._locations[digest])
         tree: dict[str, Any] = orjson.loads(raw)
         for path, entry in tree.get("entries", {}).items():
             if "digest" in entry:
-                self.check(entry["digest"], run_id, seq, kind=f"workspace file {path}")
+                self.check(
+                    entry["digest"], run_id, seq, kind=f"workspace file {path}", content=False
+                )
         return tree
 
 
@@ -251,7 +281,7 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
             if kind == "snapshot":
                 continue
             if kind == "artifact":
-                blobs.check(digest, run_id, expected_seq, kind="artifact")
+                blobs.check(digest, run_id, expected_seq, kind="artifact", content=False)
             else:
                 blobs.check_json(digest, run_id, expected_seq)
         for value in inline_payloads(event):
@@ -368,8 +398,11 @@ def _repair_packs(store: Store, report: VerifyReport) -> None:
             )
 
 
-def _verify_packs(store: Store, report: VerifyReport) -> None:
+def _verify_packs(store: Store, report: VerifyReport) -> tuple[dict[str, BlobLocation], set[str]]:
+    """Re-hash every record of every pack; return the sound blobs and the damaged digests."""
     reader = store.reader
+    good: dict[str, BlobLocation] = {}
+    bad: set[str] = set()
     for name in reader.iter_pack_names():
         report.packs += 1
         path = reader.pack_path(name)
@@ -379,22 +412,28 @@ def _verify_packs(store: Store, report: VerifyReport) -> None:
         ):
             report.problems.append(Problem(None, "pack", scan.problem, path=str(path)))
         for record in scan.records:
-            location = record.location
             report.blobs += 1
             try:
-                raw = reader.read(record.digest, location, verify=False)
+                raw = reader.read(record.digest, record.location, verify=False)
             except CorruptionError as exc:
+                bad.add(record.digest)
                 report.problems.append(Problem(None, "blob-corrupt", str(exc), path=str(path)))
                 continue
             actual = digest_of(raw)
             if actual != record.digest:
+                bad.add(record.digest)
                 report.problems.append(
                     Problem(
                         None,
                         "blob-corrupt",
-                        f"record at offset {location.offset} does not match its digest",
+                        f"record at offset {record.location.offset} does not match its digest",
                         expected=record.digest,
                         actual=actual,
                         path=str(path),
                     )
                 )
+            else:
+                good.setdefault(record.digest, record.location)
+    for digest in good:
+        bad.discard(digest)  # a sound copy elsewhere serves it
+    return good, bad

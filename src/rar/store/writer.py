@@ -14,17 +14,20 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from rar.errors import StoreNotWritableError
+from rar.errors import RunExistsError, StoreNotWritableError
 from rar.hashing import Canonical
 from rar.redaction import Redactor
 from rar.store.blobs import PackRecord, PackWriter
+from rar.store.layout import EVENTS_NAME
 from rar.store.lock import RunLock
 from rar.store.log import EventLog
 from rar.store.manifest import Manifest, write_manifest
 from rar.store.payloads import Linker
-from rar.store.store import EVENTS_NAME, Store, utc_now_iso
+from rar.store.store import Store, utc_now_iso
 
-INLINE_LIMIT: Final = 1024  # payloads up to this many canonical bytes are kept in the event
+# Payloads up to this many canonical bytes are kept in the event. Larger ones are blobs, so a
+# model reply that a later request carries again as a message is stored once, not twice.
+INLINE_LIMIT: Final = 256
 
 
 class RunWriter:
@@ -45,7 +48,7 @@ class RunWriter:
         try:
             self.dir.mkdir(exist_ok=not create)
         except FileExistsError:
-            raise StoreNotWritableError(self.dir, "a run with this id already exists") from None
+            raise RunExistsError(run_id, self.dir) from None
         except OSError as exc:
             raise StoreNotWritableError(self.dir, exc.strerror or str(exc)) from exc
         self._lock = RunLock(self.dir, run_id).acquire()
@@ -83,10 +86,10 @@ class RunWriter:
                 self._new.append(PackRecord(digest, location))
             self._written.add(digest)
 
-    def payload(self, value: Any) -> dict[str, Any]:
+    def payload(self, value: Any, *, redacted: bool = False) -> dict[str, Any]:
         """Redact and link ``value``; return its reference (inline when small)."""
         with self._mutex:
-            linked = self.linker.link(value)
+            linked = self.linker.link(value, redacted=redacted)
             return self.ref_for(linked)
 
     def plain_payload(self, value: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -92,46 +93,71 @@ def print_list(store: Store, rows: list[RunRow], *, limit: int | None, as_json: 
 # --- show --------------------------------------------------------------------------------------
 
 
-def _payload_text(ref: Any) -> str:
-    if not isinstance(ref, dict):
-        return ""
-    if "value" in ref:
-        return _short(ref["value"], 60)
-    return f"<{ref['digest'][:15]}…, {ref['size']} bytes>"
+_MISSING = object()
+PayloadLoader = Callable[[Any], Any]
 
 
-def _effect_summary(event: dict[str, Any]) -> str:
-    request = event.get("request", {})
-    value = request.get("value") if isinstance(request, dict) else None
+def inline_only(ref: Any) -> Any:
+    """The value of a payload reference when it is held inline, else a marker."""
+    if isinstance(ref, dict) and "value" in ref:
+        return ref["value"]
+    return _MISSING
+
+
+def store_loader(store: Store, limit: int = 1 << 18) -> PayloadLoader:
+    """Load payloads inline or from blobs (up to ``limit`` bytes) for display."""
+
+    def load(ref: Any) -> Any:
+        if not isinstance(ref, dict):
+            return _MISSING
+        if "value" in ref:
+            return ref["value"]
+        if int(ref.get("size", 0)) > limit:
+            return _MISSING
+        try:
+            return store.get_json(ref["digest"])
+        except Exception:  # display only: a broken blob shows as a reference
+            return _MISSING
+
+    return load
+
+
+def _payload_text(ref: Any, load: PayloadLoader) -> str:
+    value = load(ref)
+    if value is not _MISSING:
+        return _short(value, 60)
+    if isinstance(ref, dict) and "digest" in ref:
+        return f"<{ref['digest'][:15]}…, {ref.get('size')} bytes>"
+    return ""
+
+
+def _effect_summary(event: dict[str, Any], load: PayloadLoader) -> str:
+    value = load(event.get("request"))
     kind = event.get("kind")
     head = f"{kind}"
-    if isinstance(value, dict):
-        if kind == "llm" and "model" in value:
-            head += f" {value['model']}"
-        elif kind == "tool" and "name" in value:
-            head += f" {value['name']}({_short(value.get('args', {}), 40)})"
-        elif "op" in value:
-            head += f" {value['op']}"
+    if isinstance(value, dict) and kind == "llm" and "model" in value:
+        head += f" {value['model']}"
+    elif isinstance(value, dict) and kind == "tool" and "name" in value:
+        head += f" {value['name']}({_short(value.get('args', {}), 40)})"
+    elif isinstance(value, dict) and "op" in value:
+        head += f" {value['op']}"
     else:
-        head += f" {_payload_text(request)}"
+        head += f" {_payload_text(event.get('request'), load)}"
     if "error" in event:
         return f"{head} ✗ {event['error']['type']}: {_short(event['error']['message'], 50)}"
-    result = event.get("result")
-    tail = _payload_text(result)
-    if isinstance(result, dict) and isinstance(result.get("value"), dict):
-        message = result["value"].get("message")
-        if isinstance(message, dict):
-            calls = message.get("tool_calls") or []
-            tail = (f"{len(calls)} tool call(s)" if calls else "") or _short(
-                message.get("content", ""), 50
-            )
+    result = load(event.get("result"))
+    tail = _payload_text(event.get("result"), load)
+    message = result.get("message") if isinstance(result, dict) else None
+    if isinstance(message, dict):
+        calls = message.get("tool_calls") or []
+        tail = f"{len(calls)} tool call(s)" if calls else _short(message.get("content", ""), 50)
     return f"{head} → {tail}"
 
 
-def event_summary(event: dict[str, Any]) -> str:
+def event_summary(event: dict[str, Any], load: PayloadLoader = inline_only) -> str:
     kind = event.get("type")
     if kind == "effect":
-        return _effect_summary(event)
+        return _effect_summary(event, load)
     if kind == "run.started":
         return _short(event.get("manifest", {}).get("goal") or "", 70)
     if kind == "run.finished":
@@ -181,6 +207,7 @@ def print_show(store: Store, run_id: str, *, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
+    load = store_loader(store)
     for name in ("seq", "time", "event", "detail"):
         table.add_column(name, no_wrap=name != "detail", overflow="fold")
     for event in events:
@@ -190,7 +217,10 @@ def print_show(store: Store, run_id: str, *, as_json: bool) -> None:
         if event.get("type") in ("effect",):
             label += f" [{span.rsplit('/', 1)[-1]}#{event.get('ordinal')}]"
         table.add_row(
-            str(event.get("seq")), _time(event.get("ts")), Text(label), Text(event_summary(event))
+            str(event.get("seq")),
+            _time(event.get("ts")),
+            Text(label),
+            Text(event_summary(event, load)),
         )
     console.print(table)
 

@@ -42,7 +42,7 @@ _HEADER = struct.Struct(">c32sBII")
 HEADER_SIZE: Final = _HEADER.size  # 42
 CODEC_RAW: Final = 0
 CODEC_ZSTD: Final = 1
-COMPRESS_MIN: Final = 512  # smaller blobs are stored raw: zstd gains little and costs time
+COMPRESS_MIN: Final = 1024  # smaller blobs are stored raw: zstd gains little and costs time
 _ZSTD_FAST_LEVEL: Final = 1  # small blobs: level 3 saves < 2 % more and costs 25 % more time
 _ZSTD_LEVEL: Final = 3
 _FAST_LIMIT: Final = 16 << 10
@@ -99,19 +99,29 @@ class PackWriter:
         return self._size
 
     def append(self, digest: str, raw: bytes) -> BlobLocation:
-        if len(raw) >= COMPRESS_MIN:
-            compressor = self._fast if len(raw) < _FAST_LIMIT else self._compressor
-            stored = compressor.compress(raw)
-            codec = CODEC_ZSTD if len(stored) < len(raw) else CODEC_RAW
-            if codec == CODEC_RAW:
-                stored = raw
-        else:
-            stored, codec = raw, CODEC_RAW
-        header = _HEADER.pack(b"B", bytes.fromhex(digest[7:]), codec, len(raw), len(stored))
+        return self.append_many([(digest, raw)])[0]
+
+    def append_many(self, blobs: list[tuple[str, bytes]]) -> list[BlobLocation]:
+        """Append several blobs with one write; all or none of them land in the pack."""
+        chunks: list[bytes] = []
+        locations: list[BlobLocation] = []
         offset = self._size
-        self._write(header + stored)
+        for digest, raw in blobs:
+            stored, codec = raw, CODEC_RAW
+            if len(raw) >= COMPRESS_MIN:
+                compressor = self._fast if len(raw) < _FAST_LIMIT else self._compressor
+                packed = compressor.compress(raw)
+                if len(packed) < len(raw):
+                    stored, codec = packed, CODEC_ZSTD
+            chunks.append(
+                _HEADER.pack(b"B", bytes.fromhex(digest[7:]), codec, len(raw), len(stored))
+            )
+            chunks.append(stored)
+            locations.append(BlobLocation(self.name, offset, codec, len(raw), len(stored)))
+            offset += HEADER_SIZE + len(stored)
+        self._write(b"".join(chunks))
         self._dirty = True
-        return BlobLocation(self.name, offset, codec, len(raw), len(stored))
+        return locations
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)

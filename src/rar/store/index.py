@@ -13,6 +13,7 @@ may use it at once (WAL mode, busy timeout); every write is idempotent.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -102,6 +103,7 @@ class Index:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA journal_size_limit=1048576")
         conn.executescript(_SCHEMA)
         conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
@@ -117,6 +119,8 @@ class Index:
                 old.replace(old.with_name(f"{old.name}.corrupt-{stamp}"))
 
     def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):  # best effort: keep the WAL file small
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
 
     # --- blobs -------------------------------------------------------------------------------
@@ -127,6 +131,17 @@ class Index:
             (digest,),
         ).fetchone()
         return None if row is None else BlobLocation(*row)
+
+    def existing_blobs(self, digests: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(digests), 500):
+            chunk = digests[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            cursor = self._conn.execute(
+                f"SELECT digest FROM blobs WHERE digest IN ({marks})", chunk
+            )
+            found.update(row[0] for row in cursor)
+        return found
 
     def all_blob_locations(self) -> dict[str, BlobLocation]:
         cursor = self._conn.execute(

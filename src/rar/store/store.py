@@ -77,6 +77,8 @@ class Store:
         self._index: Index | None = None
         self._reader = PackReader(self.packs_dir)
         self._local_blobs: dict[str, BlobLocation] = {}
+        # blobs a writer of this process collected and has not written yet (see RunWriter)
+        self.pending_blobs: dict[str, bytes] = {}
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
@@ -126,12 +128,13 @@ class Store:
             location = self._with_index(lambda index: index.lookup_blob(digest))
         return location
 
-    def locate_blob_indexed(self, digest: str) -> BlobLocation | None:
-        """Like :meth:`locate_blob` but without scanning packs (a writer's dedup check)."""
-        location = self._local_blobs.get(digest)
-        if location is None:
-            location = self._with_index(lambda index: index.lookup_blob(digest))
-        return location
+    def known_blobs(self, digests: list[str]) -> set[str]:
+        """Which of ``digests`` the store holds already (a writer's dedup check; no pack scan)."""
+        known = {d for d in digests if d in self._local_blobs}
+        rest = [d for d in digests if d not in known]
+        if rest:
+            known |= self._with_index(lambda index: index.existing_blobs(rest))
+        return known
 
     def index_blobs(self, pack: str, records: list[PackRecord], end: int) -> None:
         self._with_index(lambda index: index.add_blobs(pack, records, end))
@@ -140,6 +143,9 @@ class Store:
         return self.locate_blob(digest) is not None
 
     def get_blob(self, digest: str) -> bytes:
+        pending = self.pending_blobs.get(digest)
+        if pending is not None:
+            return pending
         location = self.locate_blob(digest)
         if location is None:
             raise BlobMissingError(digest, self.root)

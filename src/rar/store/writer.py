@@ -59,6 +59,7 @@ class RunWriter:
             raise
         self._pack: PackWriter | None = None
         self._written: set[str] = set()
+        self._pending: dict[str, bytes] = {}
         self._new: list[PackRecord] = []
         self._mutex = threading.RLock()
         self.linker = Linker(self.put_blob, redactor)
@@ -76,15 +77,33 @@ class RunWriter:
         return self._pack
 
     def put_blob(self, digest: str, raw: bytes) -> None:
-        """Store raw bytes under their digest unless the store has them already."""
+        """Store raw bytes under their digest unless the store has them already.
+
+        Blobs are collected and written together by :meth:`flush_blobs`, which runs before
+        the next event is appended, so a blob always reaches the pack before an event names it.
+        """
         with self._mutex:
             if digest in self._written:
                 return
-            if self.store.locate_blob_indexed(digest) is None:
-                location = self._pack_writer().append(digest, raw)
-                self.store.remember_blob(digest, location)
-                self._new.append(PackRecord(digest, location))
             self._written.add(digest)
+            self._pending[digest] = raw
+            self.store.pending_blobs[digest] = raw
+
+    def flush_blobs(self) -> None:
+        """Write pending blobs the store does not hold yet: one index query, one write."""
+        with self._mutex:
+            if not self._pending:
+                return
+            known = self.store.known_blobs(list(self._pending))
+            fresh = [(d, raw) for d, raw in self._pending.items() if d not in known]
+            if fresh:
+                locations = self._pack_writer().append_many(fresh)
+                for (digest, _), location in zip(fresh, locations, strict=True):
+                    self.store.remember_blob(digest, location)
+                    self._new.append(PackRecord(digest, location))
+            for digest in self._pending:
+                self.store.pending_blobs.pop(digest, None)
+            self._pending.clear()
 
     def payload(self, value: Any, *, redacted: bool = False) -> dict[str, Any]:
         """Redact and link ``value``; return its reference (inline when small)."""
@@ -111,6 +130,7 @@ class RunWriter:
 
     def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
         with self._mutex:
+            self.flush_blobs()
             if self._pack is not None and self._pack.dirty and self.durable:
                 self._pack.sync()  # blobs before the event that names them
             event.setdefault("span", "run")
@@ -127,6 +147,7 @@ class RunWriter:
                 return
             self.closed = True
             try:
+                self.flush_blobs()
                 if self._pack is not None:
                     self._pack.close()
                     self.store.index_blobs(self._pack.name, self._new, self._pack.size)

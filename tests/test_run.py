@@ -228,7 +228,18 @@ def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store
     def failing() -> None:
         raise RuntimeError(f"401 for key {key}")
 
-    with _record(store, inputs={"prompt": f"use {key}"}) as run:
+    with record(
+        f"goal mentioning {key}",
+        store=store,
+        redactor=Redactor(env={}),
+        inputs={"prompt": f"use {key}"},
+        tags={"note": key},
+        models=[{"provider": "openai", "model": "gpt", "api_key": key}],
+        config={"base_url": f"https://user:{key}@example.org/v1"},
+        authority=f"ci with {key}",
+    ) as run:
+        with run.span("agent", token_hint=key):
+            run.log_event("note", text=f"saw {key}")
         got = run.effect(
             "llm",
             {
@@ -242,7 +253,7 @@ def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store
     assert key not in got["echo"] and "[REDACTED:" in got["echo"]
     leaked = []
     for path in store.root.rglob("*"):
-        if path.is_file() and path.suffix != ".sqlite":
+        if path.is_file():
             data = path.read_bytes()
             if path.suffix == ".pack":
                 import zstandard

@@ -277,7 +277,7 @@ class Run:
         span = Span(parent.child_path(name), self.seed, parent)
         start: dict[str, Any] = {"type": "span.start", "span": span.path, "name": name}
         if attributes:
-            start["attributes"] = attributes
+            start["attributes"] = self._writer.redactor.redact(attributes)
         if agent:
             start["agent"] = agent
         self._emit(start)
@@ -496,12 +496,12 @@ def record(
             environment=environment_fingerprint(),
             corpus_digest=corpus_digest,
             config=redactor.redact({"seed": seed, "durable": durable, **dict(config or {})}),
-            authority=authority,
+            authority=redactor.redact_text(authority) if authority else authority,
             redaction=redaction_policy(redactor),
             secrets=list(secrets or []),
             parent=ParentRef(run_id=parent[0], seq=parent[1]) if parent else None,
             workspace=str(space.resolve()),
-            tags=dict(tags or {}),
+            tags=redactor.redact(dict(tags or {})),
             status=RunStatus.RUNNING,
         )
         run = Run(writer, manifest, seed=seed, workspace=space)

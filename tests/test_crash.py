@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -45,10 +46,22 @@ def _run_id(n: int) -> str:
     return f"20240101-000000-{n:06x}"
 
 
-def _start_writer(store_path: Path, run_id: str, seed: int, durable: bool, out: Path,
-                  stop_after: int | None = None) -> subprocess.Popen[bytes]:
-    args = [sys.executable, str(SCRIPT), str(store_path), run_id, str(seed),
-            "1" if durable else "0"]
+def _start_writer(
+    store_path: Path,
+    run_id: str,
+    seed: int,
+    durable: bool,
+    out: Path,
+    stop_after: int | None = None,
+) -> subprocess.Popen[bytes]:
+    args = [
+        sys.executable,
+        str(SCRIPT),
+        str(store_path),
+        run_id,
+        str(seed),
+        "1" if durable else "0",
+    ]
     if stop_after is not None:
         args.append(str(stop_after))
     with open(out, "wb") as stdout:
@@ -66,8 +79,10 @@ def _wait_for_output(proc: subprocess.Popen[bytes], out: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while out.stat().st_size == 0:
         if proc.poll() is not None:
-            raise AssertionError(f"writer exited early ({proc.returncode}): "
-                                 f"{proc.stderr.read().decode() if proc.stderr else ''}")
+            raise AssertionError(
+                f"writer exited early ({proc.returncode}): "
+                f"{proc.stderr.read().decode() if proc.stderr else ''}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError("writer produced no output")
@@ -75,9 +90,11 @@ def _wait_for_output(proc: subprocess.Popen[bytes], out: Path) -> None:
 
 
 def _effect_ordinals(store: Store, run_id: str) -> list[int]:
-    return [e["request"]["value"]["i"] if "value" in e["request"]
-            else store.resolve_payload(e["request"])["i"]
-            for e in store.events(run_id) if e["type"] == "effect"]
+    return [
+        store.resolve_payload(e["request"])["i"]
+        for e in store.events(run_id)
+        if e["type"] == "effect"
+    ]
 
 
 def _torn_packs(store: Store) -> set[str]:
@@ -114,8 +131,9 @@ def _check_after_kill(store_path: Path, run_id: str, acknowledged: int) -> tuple
         torn_packs = _torn_packs(store)
         report = verify_store(store)
         assert report.ok, report.problems
-        repaired_packs = {r.split()[1].rstrip(":") for r in report.repaired
-                          if r.startswith("pack ")}
+        repaired_packs = {
+            r.split()[1].rstrip(":") for r in report.repaired if r.startswith("pack ")
+        }
         assert repaired_packs == torn_packs, report.repaired
         assert not _torn_packs(store)
     finally:
@@ -142,15 +160,15 @@ def _check_after_kill(store_path: Path, run_id: str, acknowledged: int) -> tuple
     return bool(torn), len(repaired_packs)
 
 
-@pytest.mark.slow
-def test_kill_9_at_random_moments_loses_no_acknowledged_effect(tmp_path: Path) -> None:
-    rng = random.Random(20240917)
-    store_path = tmp_path / "runs"
+def _kill_loop(store_path: Path, work: Path, lane: int, kills: int) -> tuple[int, int]:
+    """Start, kill and check ``kills`` writers one after the other; returns repair counts."""
+    rng = random.Random(20240917 + lane)
     Store(store_path, create=True).close()
-    for n in range(KILLS):
-        run_id = _run_id(n)
-        out = tmp_path / f"out-{n}.txt"
-        proc = _start_writer(store_path, run_id, seed=n, durable=n % 2 == 0, out=out)
+    torn_logs = repaired_packs = 0
+    for k in range(kills):
+        n = lane * 1000 + k
+        out = work / f"out-{n}.txt"
+        proc = _start_writer(store_path, _run_id(n), seed=n, durable=k % 2 == 0, out=out)
         try:
             _wait_for_output(proc, out)
             time.sleep(rng.uniform(0.005, 0.080))
@@ -162,16 +180,33 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_effect(tmp_path: Path) -
         assert proc.returncode == -signal.SIGKILL
         acknowledged = _acknowledged(out)
         assert acknowledged >= 1
-        _check_after_kill(store_path, run_id, acknowledged)
+        torn, packs = _check_after_kill(store_path, _run_id(n), acknowledged)
+        torn_logs += torn
+        repaired_packs += packs
 
     store = Store(store_path)
     try:
         rows = store.list_runs()
-        assert sorted(r.run_id for r in rows) == [_run_id(n) for n in range(KILLS)]
+        assert sorted(r.run_id for r in rows) == [_run_id(lane * 1000 + k) for k in range(kills)]
         assert {store.display_status(r) for r in rows} == {"interrupted"}
         assert verify_store(store).ok
     finally:
         store.close()
+    return torn_logs, repaired_packs
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_loses_no_acknowledged_effect(tmp_path: Path) -> None:
+    # Two independent lanes (one store each) so that one lane's checks overlap the other
+    # lane's child start-up; KILLS kills in all.
+    lanes = 2
+    with ThreadPoolExecutor(lanes) as pool:
+        futures = [
+            pool.submit(_kill_loop, tmp_path / f"runs-{lane}", tmp_path, lane, KILLS // lanes)
+            for lane in range(lanes)
+        ]
+        for future in futures:
+            future.result()
 
 
 def _crashed_run(tmp_path: Path, effects: int = 6) -> tuple[Path, str]:
@@ -207,7 +242,7 @@ def test_a_torn_last_line_is_dropped_when_a_writer_reopens_the_run(tmp_path: Pat
         finally:
             writer.close()
         assert seq == orjson.loads(last)["seq"] + 1
-        new = log.read_bytes()[len(complete):]
+        new = log.read_bytes()[len(complete) :]
         assert new.endswith(b"\n") and new.count(b"\n") == 1
         assert orjson.loads(new)["prev"] == digest_bytes(last)
         report = verify_store(store)

@@ -174,11 +174,24 @@ class CorruptionError(StoreError):
 
 
 class AppendError(StoreError):
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(
+        self, path: Path, reason: str, *, what: str = "log", rolled_back: bool = True
+    ) -> None:
+        if rolled_back:
+            state = {
+                "log": "The log was rolled back to its last complete line",
+                "pack": "The blob pack was rolled back to its last complete record",
+            }.get(what, "Nothing partial was left behind")
+        else:
+            state = (
+                "A partial write is still at the end of the file; it is cut before anything "
+                "else is written, or when the run is reopened"
+            )
         super().__init__(
-            f"could not append to {path}: {reason}. The log was rolled back to its last complete "
-            "line, so everything recorded before is intact; free disk space and resume the run.",
+            f"could not write {path}: {reason}. {state}, so everything recorded before is "
+            "intact; free disk space (or fix the I/O error) and resume the run.",
             path=path,
+            what=what,
         )
 
 

@@ -507,6 +507,6 @@ def record(
         run = Run(writer, manifest, seed=seed, workspace=space)
         run._begin()
     except BaseException:
-        writer.close()
+        writer.abandon()
         raise
     return run

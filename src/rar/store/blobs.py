@@ -22,7 +22,6 @@ event names it; scans stop there and ``rar verify`` reports it as a harmless tor
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import struct
@@ -35,7 +34,7 @@ import zstandard
 
 from rar.errors import AppendError, CorruptionError
 from rar.hashing import DIGEST_PREFIX
-from rar.store._fs import fsync_dir
+from rar.store._fs import AppendOnlyFile, fsync_dir
 
 PACK_MAGIC: Final = b"RARPACK1"
 _HEADER = struct.Struct(">c32sBII")
@@ -81,22 +80,27 @@ class PackWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.name = path.stem
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        except OSError as exc:
-            raise AppendError(path, f"cannot create pack: {exc.strerror}") from exc
-        self._size = 0
-        self._dirty = False
         self._fast = zstandard.ZstdCompressor(level=_ZSTD_FAST_LEVEL)
         self._compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
-        self._write(PACK_MAGIC)
-        self.sync()
-        fsync_dir(path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AppendError(path, exc.strerror or str(exc), what="pack") from exc
+        self._file = AppendOnlyFile(path, what="pack", new=True)
+        try:
+            self._file.write(PACK_MAGIC, sync=True)
+            fsync_dir(path.parent)
+        except (AppendError, OSError) as exc:
+            # A pack that never got its header holds nothing: remove it rather than leave a
+            # file that is not a pack.
+            self._file.discard()
+            if isinstance(exc, AppendError):
+                raise
+            raise AppendError(path, exc.strerror or str(exc), what="pack") from exc
 
     @property
     def size(self) -> int:
-        return self._size
+        return self._file.size
 
     def append(self, digest: str, raw: bytes) -> BlobLocation:
         return self.append_many([(digest, raw)])[0]
@@ -105,7 +109,7 @@ class PackWriter:
         """Append several blobs with one write; all or none of them land in the pack."""
         chunks: list[bytes] = []
         locations: list[BlobLocation] = []
-        offset = self._size
+        offset = self._file.size
         for digest, raw in blobs:
             stored, codec = raw, CODEC_RAW
             if len(raw) >= COMPRESS_MIN:
@@ -120,40 +124,21 @@ class PackWriter:
             locations.append(BlobLocation(self.name, offset, codec, len(raw), len(stored)))
             offset += HEADER_SIZE + len(stored)
         self._write(b"".join(chunks))
-        self._dirty = True
         return locations
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        written = 0
-        try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
-        except OSError as exc:
-            # Roll back a partial record so that no reader ever sees half of it.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-            raise AppendError(self.path, exc.strerror or str(exc)) from exc
-        self._size += written
+        self._file.write(data)
 
     def sync(self) -> None:
         """Make every appended blob durable."""
-        try:
-            os.fsync(self._fd)
-        except OSError as exc:
-            raise AppendError(self.path, f"fsync failed: {exc.strerror}") from exc
-        self._dirty = False
+        self._file.sync()
 
     @property
     def dirty(self) -> bool:
-        return self._dirty
+        return self._file.unsynced
 
     def close(self) -> None:
-        if self._fd >= 0:
-            if self._dirty:
-                self.sync()
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
 
 
 class PackReader:

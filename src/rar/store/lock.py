@@ -10,10 +10,13 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import time
 from pathlib import Path
 
 from rar.errors import RunLockedError, StoreNotWritableError
 from rar.store.layout import LOCK_NAME
+
+_ATTEMPTS = 5
 
 
 class RunLock:
@@ -27,14 +30,24 @@ class RunLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreNotWritableError(self.path.parent, exc.strerror or str(exc)) from exc
+        for attempt in range(_ATTEMPTS):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt + 1 < _ATTEMPTS:
+                    # `is_locked` probes with a brief shared lock: give such a probe time to end
+                    time.sleep(0.01)
+                    continue
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+                os.close(fd)
+                raise RunLockedError(self.run_id, self.path, holder) from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown process"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except OSError as exc:
             os.close(fd)
-            raise RunLockedError(self.run_id, self.path, holder) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            raise StoreNotWritableError(self.path.parent, exc.strerror or str(exc)) from exc
         self._fd = fd
         return self
 

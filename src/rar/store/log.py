@@ -18,7 +18,6 @@ Writing rules:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ import orjson
 
 from rar.errors import AppendError, CorruptionError
 from rar.hashing import canonical_record, digest_bytes
-from rar.store._fs import fsync_dir
+from rar.store._fs import AppendOnlyFile, fsync_dir
 
 _TAIL_CHUNK = 1 << 16
 
@@ -86,74 +85,39 @@ class EventLog:
         existed = path.exists()
         tail = read_tail(path)
         self.repaired_bytes = tail.torn_bytes
+        self._file = AppendOnlyFile(path, what="log", size=tail.size + tail.torn_bytes)
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as exc:
-            raise AppendError(path, f"cannot open the log: {exc.strerror}") from exc
-        if tail.torn_bytes:
-            os.ftruncate(self._fd, tail.size)
-            os.fsync(self._fd)
-        if not existed:
-            fsync_dir(path.parent)
+            if tail.torn_bytes:
+                self._file.truncate(tail.size)
+            if not existed:
+                fsync_dir(path.parent)
+        except (AppendError, OSError) as exc:
+            self._file.close()
+            if isinstance(exc, AppendError):
+                raise
+            raise AppendError(path, exc.strerror or str(exc)) from exc
         self.seq = tail.seq
         self.head = tail.digest
-        self._size = tail.size
-        self._unsynced = False
-        self._partial = False
 
     @property
     def size(self) -> int:
-        return self._size
+        return self._file.size
 
     def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
         """Assign ``seq`` and ``prev``, write the event as one line; return (seq, digest)."""
-        if self._partial:
-            self._rollback()
-            if self._partial:
-                raise AppendError(self.path, "an earlier partial line could not be removed yet")
         event["seq"] = self.seq + 1
         event["prev"] = self.head
         line = canonical_record(event)
-        data = line + b"\n"
-        view = memoryview(data)
-        written = 0
-        try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
-            if sync:
-                os.fsync(self._fd)
-        except OSError as exc:
-            self._rollback()
-            raise AppendError(self.path, exc.strerror or str(exc)) from exc
-        self._size += len(data)
+        self._file.write(line + b"\n", sync=sync)
         self.seq += 1
         self.head = digest_bytes(line)
-        self._unsynced = not sync
         return self.seq, self.head
 
-    def _rollback(self) -> None:
-        """Cut a partial line; if even that fails, refuse appends until it succeeds."""
-        try:
-            os.ftruncate(self._fd, self._size)
-            self._partial = False
-        except OSError:
-            self._partial = True
-
     def sync(self) -> None:
-        if self._unsynced:
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise AppendError(self.path, f"fsync failed: {exc.strerror}") from exc
-            self._unsynced = False
+        self._file.sync()
 
     def close(self) -> None:
-        if self._fd >= 0:
-            try:
-                self.sync()
-            finally:
-                os.close(self._fd)
-                self._fd = -1
+        self._file.close()
 
 
 @dataclass(frozen=True, slots=True)

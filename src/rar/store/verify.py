@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -212,6 +213,11 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
     report.runs += 1
     run_dir = store.run_dir(run_id)
     problems = report.problems
+    if _never_started(run_dir):
+        report.notes.append(
+            f"{run_id}: a run that failed to start left an empty directory; nothing was recorded"
+        )
+        return
     manifest: Manifest | None = None
     try:
         manifest = read_manifest(run_dir, run_id)
@@ -347,6 +353,27 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
         problems.append(
             Problem(run_id, "state-diff", "the recorded state diff does not match the snapshots")
         )
+
+
+def _never_started(run_dir: Path) -> bool:
+    """A run directory whose start failed before its first event: nothing to verify.
+
+    ``record()`` removes such a directory itself; a crash at that moment can leave one behind.
+    """
+    log = run_dir / EVENTS_NAME
+    try:
+        empty_log = log.stat().st_size == 0
+    except FileNotFoundError:
+        empty_log = True
+    if not empty_log or is_locked(run_dir):
+        return False
+    manifest = run_dir / MANIFEST_NAME
+    if not manifest.exists():
+        return True
+    try:
+        return bool(orjson.loads(manifest.read_bytes()).get("status") in ("pending", "running"))
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return False
 
 
 def _repair_log_tail(run_id: str, run_dir: Any, log_path: Any, report: VerifyReport) -> None:

@@ -10,6 +10,8 @@ This is the store's ``append(event)`` protocol as the runtime sees it. Ordering 
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Final
@@ -146,14 +148,28 @@ class RunWriter:
             if self.closed:
                 return
             self.closed = True
-            try:
-                self.flush_blobs()
-                if self._pack is not None:
-                    self._pack.close()
-                    self.store.index_blobs(self._pack.name, self._new, self._pack.size)
-                self.log.close()
-            finally:
-                self._lock.release()
+            failures: list[Exception] = []
+            for step in (self.flush_blobs, self._close_pack, self.log.close):
+                try:
+                    step()
+                except Exception as exc:  # every step runs; the first failure is raised
+                    failures.append(exc)
+            self._lock.release()
+            if failures:
+                raise failures[0]
+
+    def _close_pack(self) -> None:
+        if self._pack is not None:
+            self._pack.close()
+            self.store.index_blobs(self._pack.name, self._new, self._pack.size)
+
+    def abandon(self) -> None:
+        """Give up a run that failed to start: close, and remove it if nothing was recorded."""
+        with contextlib.suppress(Exception):
+            self.close()
+        if self.log.seq == 0:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(self.dir)
 
     @property
     def path(self) -> Path:

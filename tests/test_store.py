@@ -111,12 +111,33 @@ def test_a_corrupt_index_is_moved_aside_and_rebuilt(store: Store) -> None:
 
 
 def test_a_run_changed_behind_the_index_is_reread(store: Store) -> None:
+    import time
+
+    import orjson
+
     run = record_small_run(store, steps=1)
-    store.list_runs()
-    with (store.run_dir(run.id) / "events.jsonl").open("ab") as handle:
-        handle.write(b"")
-    os.utime(store.run_dir(run.id) / "manifest.json", ns=(1, 1))
-    assert store.list_runs()[0].events == len(store.events(run.id))
+    run_dir = store.run_dir(run.id)
+    old = time.time_ns() - 60 * 10**9
+    os.utime(run_dir, ns=(old, old))  # an old, settled directory: its row is trusted
+    assert store.list_runs()[0].goal == "test goal"
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    manifest["goal"] = "edited"
+    tmp = run_dir / "manifest.tmp"
+    tmp.write_bytes(orjson.dumps(manifest))
+    tmp.replace(run_dir / "manifest.json")  # how manifests are rewritten: the dir mtime moves
+    assert store.list_runs()[0].goal == "edited"
+
+
+def test_a_log_growing_while_running_is_seen_by_list(store: Store) -> None:
+    run = record("open", store=store, redactor=Redactor(env={}))
+    try:
+        before = store.list_runs()[0].events
+        run.effect("tool", {}, lambda: 1)
+        assert store.list_runs()[0].events == before + 1
+        assert store.list_runs()[0].status == "running"
+    finally:
+        run.finish()
+    assert store.list_runs()[0].status == "completed"
 
 
 def test_an_unwritable_store_path_is_a_clear_error(tmp_path: Path) -> None:

@@ -64,30 +64,39 @@ def print_list(store: Store, rows: list[RunRow], *, limit: int | None, as_json: 
     if not rows:
         click.echo(f"No runs in {store.root}. Record one with: rar demo")
         return
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in ("run", "status", "created (UTC)", "events", "goal"):
-        table.add_column(name, no_wrap=name != "goal", overflow="ellipsis")
-    for row in shown:
-        status = store.display_status(row)
-        style = {
-            "completed": "green",
-            "failed": "red",
-            "interrupted": "yellow",
-            "running": "cyan",
-        }.get(status, "")
-        table.add_row(
+    # a plain table: `rar list` runs often and on large stores, so it does without rich
+    colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
+    header = ["run", "status", "created (UTC)", "events", "goal"]
+    cells = [
+        [
             row.run_id,
-            Text(status, style=style),
+            store.display_status(row),
             row.created_at[:19].replace("T", " "),
             str(row.events),
-            Text(_short(row.goal or "", 60)),
+            _short(row.goal or "", 60),
+        ]
+        for row in shown
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    lines = [
+        "  ".join(click.style(h.ljust(w), bold=True) for h, w in zip(header, widths, strict=True))
+    ]
+    for cell in cells:
+        status = click.style(cell[1].ljust(widths[1]), fg=colors.get(cell[1]))
+        lines.append(
+            "  ".join(
+                [
+                    cell[0].ljust(widths[0]),
+                    status,
+                    cell[2].ljust(widths[2]),
+                    cell[3].rjust(widths[3]),
+                    cell[4],
+                ]
+            )
         )
-    console = _console()
-    console.print(table)
     if len(shown) < len(rows):
-        console.print(f"… {len(rows) - len(shown)} older runs not shown (--all or --limit N)")
+        lines.append(f"… {len(rows) - len(shown)} older runs not shown (--all or --limit N)")
+    click.echo("\n".join(lines))
 
 
 # --- show --------------------------------------------------------------------------------------

@@ -169,7 +169,8 @@ class Run:
         if not isinstance(kind, str) or not kind:
             raise ValueError("effect kind must be a non-empty string such as 'llm' or 'tool'")
         span = self._current.get()
-        return span, span.next_ordinal(), self._writer.payload(request)
+        request_ref = self._writer.payload(request)  # a request that fails here takes no ordinal
+        return span, span.next_ordinal(), request_ref
 
     def _record_result(
         self,

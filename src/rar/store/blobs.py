@@ -195,9 +195,36 @@ class PackReader:
 
     def scan(self, name: str, start: int = 0) -> PackScan:
         """Parse the records of a pack from ``start`` (0 = from the magic)."""
+        with open(self.pack_path(name), "rb") as handle:
+            return self._scan_bytes(name, handle.read(), start)
+
+    def verify_pack(self, name: str) -> tuple[PackScan, list[tuple[PackRecord, str]]]:
+        """Scan a pack and re-hash every record; return the scan and the failures (why)."""
         path = self.pack_path(name)
         with open(path, "rb") as handle:
             data = handle.read()
+        scan = self._scan_bytes(name, data, 0)
+        failures: list[tuple[PackRecord, str]] = []
+        for record in scan.records:
+            location = record.location
+            start = location.offset + HEADER_SIZE
+            stored = data[start : start + location.stored_size]
+            try:
+                raw = self._decode(location.codec, stored, location.raw_size, record.digest, path)
+            except CorruptionError as exc:
+                failures.append((record, str(exc)))
+                continue
+            if len(raw) != location.raw_size or digest_of(raw) != record.digest:
+                failures.append(
+                    (
+                        record,
+                        f"record at offset {location.offset} does not match "
+                        f"its digest {record.digest}",
+                    )
+                )
+        return scan, failures
+
+    def _scan_bytes(self, name: str, data: bytes, start: int) -> PackScan:
         size = len(data)
         records: list[PackRecord] = []
         if start == 0:

@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS runs (
     events INTEGER NOT NULL,
     parent TEXT,
     head TEXT,
-    manifest_mtime_ns INTEGER NOT NULL,
+    dir_mtime_ns INTEGER NOT NULL,
     log_size INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
@@ -60,7 +60,7 @@ RUN_COLUMNS = (
     "events",
     "parent",
     "head",
-    "manifest_mtime_ns",
+    "dir_mtime_ns",
     "log_size",
 )
 
@@ -75,7 +75,7 @@ class RunRow:
     events: int
     parent: str | None
     head: str | None
-    manifest_mtime_ns: int
+    dir_mtime_ns: int
     log_size: int
 
     def as_dict(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import dataclasses
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from rar.store.manifest import Manifest
 
 ENV_HOME = "RAR_HOME"
+_OPEN_STATUSES = frozenset({"pending", "running"})
+_RACY_NS = 2_000_000_000
 DEFAULT_DIR = "runs"
 _T = TypeVar("_T")
 
@@ -224,7 +227,12 @@ class Store:
         return row.status
 
     def list_runs(self) -> list[RunRow]:
-        """All runs, newest first, with the index brought up to date with the files."""
+        """All runs, newest first, with the index brought up to date with the files.
+
+        A run's row is re-read when its directory's mtime changed (the manifest is replaced by
+        a rename, which changes it) or, for a run still being written, when its log grew. One
+        ``stat`` per run keeps this fast for large stores.
+        """
         rows = self._with_index(lambda index: index.run_rows())
         stale: list[RunRow] = []
         present: set[str] = set()
@@ -232,25 +240,21 @@ class Store:
             for entry in os.scandir(self.root):
                 if not entry.is_dir(follow_symlinks=False):
                     continue
-                try:
-                    mstat = os.stat(os.path.join(entry.path, MANIFEST_NAME))
-                except FileNotFoundError:
-                    continue
-                present.add(entry.name)
-                try:
-                    log_size = os.stat(os.path.join(entry.path, EVENTS_NAME)).st_size
-                except FileNotFoundError:
-                    log_size = 0
                 row = rows.get(entry.name)
-                if (
-                    row is None
-                    or row.manifest_mtime_ns != mstat.st_mtime_ns
-                    or row.log_size != log_size
-                ):
+                try:
+                    changed = row is None or row.dir_mtime_ns != entry.stat().st_mtime_ns
+                    if not changed and row is not None and row.status in _OPEN_STATUSES:
+                        log = os.path.join(entry.path, EVENTS_NAME)
+                        changed = os.stat(log).st_size != row.log_size
+                except FileNotFoundError:
+                    changed = True
+                if changed:
                     fresh = self.row_from_files(entry.name)
-                    if fresh is not None:
-                        stale.append(fresh)
-                        rows[entry.name] = fresh
+                    if fresh is None:
+                        continue  # not a run (no usable manifest)
+                    stale.append(fresh)
+                    rows[entry.name] = fresh
+                present.add(entry.name)
         gone = [run_id for run_id in rows if run_id not in present]
         if stale:
             self._with_index(lambda index: index.upsert_runs(stale))
@@ -264,7 +268,7 @@ class Store:
         """An index row read from a run's files (None when the manifest is unusable)."""
         run_dir = self.run_dir(run_id)
         try:
-            mstat = (run_dir / MANIFEST_NAME).stat()
+            dir_mtime = run_dir.stat().st_mtime_ns
             data = orjson.loads((run_dir / MANIFEST_NAME).read_bytes())
             parent = data.get("parent") or {}
             row = RunRow(
@@ -276,7 +280,9 @@ class Store:
                 events=0,
                 parent=parent.get("run_id"),
                 head=data.get("head"),
-                manifest_mtime_ns=mstat.st_mtime_ns,
+                # a directory changed within the clock's granularity may change again with the
+                # same mtime: store 0 so that it is read again next time ("racy" entries)
+                dir_mtime_ns=0 if time.time_ns() - dir_mtime < _RACY_NS else dir_mtime,
                 log_size=0,
             )
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):

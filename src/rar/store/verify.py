@@ -27,7 +27,7 @@ import orjson
 
 from rar.errors import CorruptionError, ManifestMissingError, RunLockedError
 from rar.hashing import digest_bytes
-from rar.store.blobs import BlobLocation, digest_of
+from rar.store.blobs import BlobLocation
 from rar.store.events import EVENT_TYPES, inline_payloads, payload_digests
 from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
 from rar.store.lock import RunLock, is_locked
@@ -433,33 +433,18 @@ def _verify_packs(store: Store, report: VerifyReport) -> tuple[dict[str, BlobLoc
     for name in reader.iter_pack_names():
         report.packs += 1
         path = reader.pack_path(name)
-        scan = reader.scan(name)
+        scan, failures = reader.verify_pack(name)
         if scan.problem and not (
             scan.problem.startswith("torn") and is_locked(store.run_dir(_pack_owner(name)))
         ):
             report.problems.append(Problem(None, "pack", scan.problem, path=str(path)))
+        report.blobs += len(scan.records)
+        failed = {id(record) for record, _ in failures}
+        for record, why in failures:
+            bad.add(record.digest)
+            report.problems.append(Problem(None, "blob-corrupt", why, path=str(path)))
         for record in scan.records:
-            report.blobs += 1
-            try:
-                raw = reader.read(record.digest, record.location, verify=False)
-            except CorruptionError as exc:
-                bad.add(record.digest)
-                report.problems.append(Problem(None, "blob-corrupt", str(exc), path=str(path)))
-                continue
-            actual = digest_of(raw)
-            if actual != record.digest:
-                bad.add(record.digest)
-                report.problems.append(
-                    Problem(
-                        None,
-                        "blob-corrupt",
-                        f"record at offset {record.location.offset} does not match its digest",
-                        expected=record.digest,
-                        actual=actual,
-                        path=str(path),
-                    )
-                )
-            else:
+            if id(record) not in failed:
                 good.setdefault(record.digest, record.location)
     for digest in good:
         bad.discard(digest)  # a sound copy elsewhere serves it

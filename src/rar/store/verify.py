@@ -37,6 +37,8 @@ from rar.store.payloads import CHAIN_KEY
 from rar.store.snapshot import diff_trees
 from rar.store.store import Store
 
+_CHAIN_BYTES = f'"{CHAIN_KEY}"'.encode()
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -84,7 +86,6 @@ def verify_store(store: Store, run_ids: Iterable[str] | None = None) -> VerifyRe
     report = VerifyReport()
     if run_ids is None:
         # every pack re-hashed once; runs then only need to find their blobs among the good ones
-        _repair_packs(store, report)
         good, bad = _verify_packs(store, report)
         checker = _BlobChecker(store, report, good, verified=True, bad=bad)
         ids = sorted(_all_run_dirs(store))
@@ -164,7 +165,7 @@ class _BlobChecker:
 
     def check_json(self, digest: str, run_id: str, seq: int | None) -> None:
         raw = self.check(digest, run_id, seq, kind="payload")
-        if raw is not None:
+        if raw is not None and _CHAIN_BYTES in raw:  # only linked payloads refer onwards
             self.follow(orjson.loads(raw), run_id, seq)
 
     def follow(self, value: Any, run_id: str, seq: int | None) -> None:
@@ -290,8 +291,9 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: _BlobChe
                 blobs.check(digest, run_id, expected_seq, kind="artifact", content=False)
             else:
                 blobs.check_json(digest, run_id, expected_seq)
-        for value in inline_payloads(event):
-            blobs.follow(value, run_id, expected_seq)
+        if _CHAIN_BYTES in raw.data:
+            for value in inline_payloads(event):
+                blobs.follow(value, run_id, expected_seq)
         if kind == "snapshot":
             snapshots[str(event.get("phase"))] = blobs.check_tree(
                 event["tree"], run_id, expected_seq
@@ -407,24 +409,6 @@ def _pack_owner(name: str) -> str:
     return name.rsplit(".", 1)[0]
 
 
-def _repair_packs(store: Store, report: VerifyReport) -> None:
-    reader = store.reader
-    for name in reader.iter_pack_names():
-        scan = reader.scan(name)
-        if (
-            scan.problem
-            and scan.problem.startswith("torn")
-            and not is_locked(store.run_dir(_pack_owner(name)))
-        ):
-            with open(reader.pack_path(name), "r+b") as handle:
-                handle.truncate(scan.end)
-                os.fsync(handle.fileno())
-            report.repaired.append(
-                f"pack {name}: dropped a torn last record "
-                f"({scan.size - scan.end} bytes never referenced)"
-            )
-
-
 def _verify_packs(store: Store, report: VerifyReport) -> tuple[dict[str, BlobLocation], set[str]]:
     """Re-hash every record of every pack; return the sound blobs and the damaged digests."""
     reader = store.reader
@@ -434,9 +418,17 @@ def _verify_packs(store: Store, report: VerifyReport) -> tuple[dict[str, BlobLoc
         report.packs += 1
         path = reader.pack_path(name)
         scan, failures = reader.verify_pack(name)
-        if scan.problem and not (
-            scan.problem.startswith("torn") and is_locked(store.run_dir(_pack_owner(name)))
-        ):
+        torn = bool(scan.problem and scan.problem.startswith("torn"))
+        if torn and not is_locked(store.run_dir(_pack_owner(name))):
+            # a crashed writer's last record: never referenced (blobs precede their events)
+            with open(path, "r+b") as handle:
+                handle.truncate(scan.end)
+                os.fsync(handle.fileno())
+            report.repaired.append(
+                f"pack {name}: dropped a torn last record "
+                f"({scan.size - scan.end} bytes never referenced)"
+            )
+        elif scan.problem and not torn:
             report.problems.append(Problem(None, "pack", scan.problem, path=str(path)))
         report.blobs += len(scan.records)
         failed = {id(record) for record, _ in failures}

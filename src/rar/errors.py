@@ -6,6 +6,8 @@ Every exception RAR raises on purpose derives from :class:`RarError`::
     ├── UserError                  you used it wrong: fix the call or the input
     │   ├── CanonicalizationError  a value cannot be hashed canonically (NaN, big int, bytes, ...)
     │   └── ConfigError            a setting or argument is invalid
+    │       ├── MissingAPIKeyError a provider's key is not set (names the variable)
+    │       └── ProfileError       a profile file or entry is invalid (names file, profile, field)
     ├── StoreError                 the run store cannot do what was asked
     │   ├── StoreNotWritableError  the store directory cannot be created or written
     │   ├── RunNotFoundError       no run matches an id or prefix
@@ -16,8 +18,17 @@ Every exception RAR raises on purpose derives from :class:`RarError`::
     │   ├── BlobMissingError       an event references a blob that is not in the store
     │   ├── CorruptionError        bytes on disk do not match their digest or format
     │   └── AppendError            an append failed (disk full, I/O error); the log is intact
-    └── RunError                   a recorded run cannot continue
-        └── RunClosedError         an effect was attempted on a finished run
+    ├── RunError                   a recorded run cannot continue
+    │   ├── RunClosedError         an effect was attempted on a finished run
+    │   └── StructuredOutputError  a model's answer did not validate after every repair attempt
+    └── ProviderError              a model provider failed (carries provider, status, retryable)
+        ├── AuthenticationError    401/403: the key was refused (names the key reference)
+        ├── BadRequestError        400/422: the provider rejected the request
+        ├── ModelNotFoundError     404: no such model or endpoint
+        ├── RateLimitError         429: too many requests (retry_after seconds when given)
+        ├── ProviderUnavailableError  5xx, timeouts, connection errors: worth retrying
+        ├── MalformedResponseError the provider answered something RAR cannot read
+        └── StreamInterruptedError a streamed answer stopped before it finished
 
 Every error carries structured attributes (``run_id``, ``seq``, ``path``, ...) next to a
 message that says what happened, why, and what to do next. The CLI prints the message and
@@ -209,3 +220,98 @@ class RunClosedError(RunError):
             "to record more effects.",
             run_id=run_id,
         )
+
+
+class StructuredOutputError(RunError):
+    def __init__(self, schema_name: str, attempts: int, last_error: str) -> None:
+        super().__init__(
+            f"the model's answer did not match {schema_name} after {attempts} attempt(s); "
+            f"last problem: {last_error}. Every attempt is in the record.",
+            schema_name=schema_name,
+            attempts=attempts,
+            last_error=last_error,
+        )
+
+
+class MissingAPIKeyError(ConfigError):
+    def __init__(self, provider: str, variables: list[str]) -> None:
+        names = " or ".join(variables)
+        super().__init__(
+            f"no API key for {provider}: set {names} (or name a profile whose api_key "
+            "references one).",
+            provider=provider,
+            variables=variables,
+        )
+
+
+class ProfileError(ConfigError):
+    def __init__(self, message: str, *, path: Path | None = None, profile: str | None = None,
+                 field: str | None = None) -> None:
+        where = ", ".join(
+            part
+            for part in (
+                f"file {path}" if path else "",
+                f"profile {profile!r}" if profile else "",
+                f"field {field!r}" if field else "",
+            )
+            if part
+        )
+        super().__init__(
+            f"{where}: {message}" if where else message, path=path, profile=profile, field=field
+        )
+
+
+# --- providers ----------------------------------------------------------------------------------
+
+
+class ProviderError(RarError):
+    """A model provider failed. ``retryable`` says whether trying again may help."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+        body: str | None = None,
+    ) -> None:
+        prefix = f"{provider}" + (f" returned HTTP {status}" if status else "")
+        super().__init__(
+            f"{prefix}: {message}",
+            provider=provider,
+            status=status,
+            retry_after=retry_after,
+            body=body,
+        )
+
+
+class AuthenticationError(ProviderError):
+    pass
+
+
+class BadRequestError(ProviderError):
+    pass
+
+
+class ModelNotFoundError(ProviderError):
+    pass
+
+
+class RateLimitError(ProviderError):
+    retryable = True
+
+
+class ProviderUnavailableError(ProviderError):
+    retryable = True
+
+
+class MalformedResponseError(ProviderError):
+    pass
+
+
+class StreamInterruptedError(ProviderError):
+    retryable = True

@@ -95,10 +95,8 @@ class ToolSpec(_Frozen):
 class ResponseFormat(_Frozen):
     type: Literal["text", "json_object", "json_schema"] = "text"
     name: str | None = None
-    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    json_schema: dict[str, Any] | None = None
     strict: bool | None = None
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
 class Request(_Frozen):

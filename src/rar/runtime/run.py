@@ -71,6 +71,7 @@ class Span:
         self._children: Counter[str] = Counter()
         self._ordinal = 0
         self._lock = threading.Lock()
+        self.last_effect: dict[str, Any] | None = None  # the event of this span's latest effect
         material = hashlib.sha256(f"{seed}\x00{path}".encode()).digest()
         self.rng = _random.Random(int.from_bytes(material[:16], "big"))
 
@@ -109,6 +110,8 @@ class Run:
             f"rar-span-{manifest.run_id}", default=self._root
         )
         self._effects: Counter[str] = Counter()
+        self._stats: dict[str, dict[str, float | int]] = {}
+        self._stats_lock = threading.Lock()
         self._effect_us = 0
         self._before: Snapshot | None = None
         self._started = time.perf_counter_ns()
@@ -231,8 +234,20 @@ class Run:
         if error is not None:
             event["error"] = error
         self._writer.append(event, sync=True)
+        span.last_effect = event
         self._effects[kind] += 1
         self._effect_us += duration
+
+    def add_stats(self, section: str, values: dict[str, float | int]) -> None:
+        """Add numbers to the run's statistics (``manifest.stats[section]``), e.g. model usage."""
+        with self._stats_lock:
+            totals = self._stats.setdefault(section, {})
+            for name, value in values.items():
+                totals[name] = totals.get(name, 0) + value
+
+    def last_effect(self) -> dict[str, Any] | None:
+        """The event just recorded for the current span's latest effect (seq, request, result)."""
+        return self._current.get().last_effect
 
     # --- clock, randomness, ids ----------------------------------------------------------------
 
@@ -413,6 +428,7 @@ class Run:
                 "effects": dict(sorted(self._effects.items())),
                 "effect_time_us": self._effect_us,
                 "wall_time_us": (time.perf_counter_ns() - self._started) // 1000,
+                **{section: dict(values) for section, values in sorted(self._stats.items())},
             }
             self._writer.write_manifest(self.manifest)
         finally:

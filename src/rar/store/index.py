@@ -40,6 +40,17 @@ CREATE TABLE IF NOT EXISTS runs (
     log_size INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
+CREATE TABLE IF NOT EXISTS llm_cache (
+    key TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    request TEXT NOT NULL,
+    result TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS llm_cache_model ON llm_cache (provider, model, created_at);
 CREATE TABLE IF NOT EXISTS packs (name TEXT PRIMARY KEY, indexed_to INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (
     digest TEXT PRIMARY KEY,
@@ -186,6 +197,47 @@ class Index:
                 self.add_blobs(name, scan.records, scan.end)
                 added += len(scan.records)
         return added
+
+    # --- the model response cache (rows derived from recorded llm effects) --------------------
+
+    def cache_get(self, key: str) -> tuple[str, str, int] | None:
+        """(result payload reference JSON, run_id, seq) of a cached response."""
+        row = self._conn.execute(
+            "SELECT result, run_id, seq FROM llm_cache WHERE key=?", (key,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def cache_put(self, rows: Iterable[tuple[str, str, str, str, str, str, int, str]]) -> None:
+        with self._transaction():
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO llm_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?)", list(rows)
+            )
+
+    def cache_candidates(self, provider: str, model: str, limit: int) -> list[tuple[str, str]]:
+        """(key, request reference JSON) of recent entries for a provider and model."""
+        cursor = self._conn.execute(
+            "SELECT key, request FROM llm_cache WHERE provider=? AND model=? "
+            "ORDER BY created_at DESC LIMIT ?",
+            (provider, model, limit),
+        )
+        return [(row[0], row[1]) for row in cursor]
+
+    def cache_recent(self, limit: int) -> list[tuple[str, str, str, str]]:
+        cursor = self._conn.execute(
+            "SELECT key, provider, model, request FROM llm_cache ORDER BY created_at DESC LIMIT ?",
+            (limit,),
+        )
+        return [(row[0], row[1], row[2], row[3]) for row in cursor]
+
+    def meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value)
+            )
 
     # --- runs --------------------------------------------------------------------------------
 

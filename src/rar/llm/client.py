@@ -1,0 +1,362 @@
+"""The model client: every call a recorded effect, with cache, retries, fallbacks and stats.
+
+::
+
+    client = Client("openai:gpt-4o-mini", run=run)          # or a profile name, or a provider
+    answer = client.complete(messages=[Message.user("Hi")])
+    reply = await client.acomplete(messages=[...])           # parallel branches
+    client.stream(request, on_content=print)                 # content and reasoning separately
+    plan = client.structured(request, Plan)                  # pydantic model, repaired up to N
+
+One call is one ``llm`` effect: the request recorded is the provider-neutral request plus the
+provider and base URL, whose digest is also the cache key. Inside the effect, the client serves
+a cached answer if the store has one, or calls the provider, retrying transient failures with
+backoff (honouring ``Retry-After``) and then the fallback chain; the result records whether it
+was cached and every failed attempt. Errors after all attempts are recorded as error values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from rar.errors import ConfigError, ProviderError, StructuredOutputError
+from rar.llm.cache import ResponseCache, cacheable
+from rar.llm.connect import connect
+from rar.llm.interceptors import CallContext, CallStats, Interceptor, UsageStats
+from rar.llm.profiles import Profile, Profiles
+from rar.llm.provider import ChunkCallback, Provider, provider_base_url, provider_name
+from rar.llm.types import Message, Request, Response, ResponseFormat, StreamChunk
+from rar.runtime.run import Run
+from rar.store.store import Store
+
+M = TypeVar("M", bound=BaseModel)
+ModelSpec = str | Profile | Provider
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff for retryable errors; ``Retry-After`` wins when the provider sends it."""
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(float(retry_after), self.max_delay)
+        return min(self.base_delay * 2.0 ** (attempt - 1), self.max_delay)
+
+
+class _Target:
+    """A profile and its provider (connected on first use)."""
+
+    def __init__(self, spec: ModelSpec, profiles: Profiles) -> None:
+        if isinstance(spec, str):
+            self.profile = profiles.resolve(spec)
+            self._provider: Provider | None = None
+        elif isinstance(spec, Profile):
+            self.profile, self._provider = spec, None
+        else:
+            name = provider_name(spec)
+            model = str(getattr(spec, "model", None) or name)
+            self.profile = Profile(name=f"{name}:{model}", provider=_known(name), model=model)
+            self._provider = spec
+        self._lock = threading.Lock()
+
+    @property
+    def provider(self) -> Provider:
+        with self._lock:
+            if self._provider is None:
+                self._provider = connect(self.profile)
+            return self._provider
+
+    def payload(self, request: Request) -> dict[str, Any]:
+        return {
+            "provider": provider_name(self.provider),
+            "base_url": provider_base_url(self.provider),
+            "request": request.payload(),
+        }
+
+
+def _known(name: str) -> str:
+    from rar.llm.profiles import PROVIDERS
+
+    return name if name in PROVIDERS else "scripted"
+
+
+class Client:
+    def __init__(
+        self,
+        model: ModelSpec,
+        *,
+        run: Run | None = None,
+        store: Store | None = None,
+        cache: bool = True,
+        retry: RetryPolicy | None = None,
+        fallbacks: Sequence[ModelSpec] = (),
+        interceptors: Sequence[Interceptor] = (),
+        profiles: Profiles | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        profiles = profiles or Profiles.load()
+        self.targets = [_Target(spec, profiles) for spec in (model, *fallbacks)]
+        self.run = run
+        store = store or (run.store if run is not None else None)
+        self.cache = ResponseCache(store) if cache and store is not None else None
+        self.retry = retry or RetryPolicy()
+        self.interceptors = list(interceptors)
+        self.stats = UsageStats()
+        self._sleep = sleep
+
+    @property
+    def profile(self) -> Profile:
+        return self.targets[0].profile
+
+    # --- building requests -------------------------------------------------------------------
+
+    def request(self, request: Request | None = None, /, **fields: Any) -> Request:
+        """A request for this client's model: the profile's defaults fill what is unset."""
+        if request is None:
+            messages = fields.pop("messages", None)
+            if not messages:
+                raise ConfigError("a model call needs a request or messages=[...]")
+            request = Request(model=self.profile.model, messages=tuple(messages), **fields)
+        elif fields:
+            request = request.model_copy(update=fields)
+        if request.model != self.profile.model:
+            request = request.model_copy(update={"model": self.profile.model})
+        return self.profile.apply(request)
+
+    # --- calls -------------------------------------------------------------------------------
+
+    def complete(self, request: Request | None = None, /, **fields: Any) -> Response:
+        return self._call(self.request(request, **fields), None)
+
+    def stream(
+        self,
+        request: Request | None = None,
+        /,
+        *,
+        on_chunk: ChunkCallback | None = None,
+        on_content: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
+        **fields: Any,
+    ) -> Response:
+        """Stream the answer; content and reasoning chunks reach their callbacks as they come."""
+
+        def deliver(chunk: StreamChunk) -> None:
+            if on_chunk is not None:
+                on_chunk(chunk)
+            callback = on_content if chunk.kind == "content" else on_reasoning
+            if callback is not None:
+                callback(chunk.text)
+
+        return self._call(self.request(request, **fields), deliver)
+
+    async def acomplete(self, request: Request | None = None, /, **fields: Any) -> Response:
+        return await self._acall(self.request(request, **fields))
+
+    def structured(
+        self,
+        request: Request | None = None,
+        /,
+        schema: type[M] | None = None,
+        *,
+        attempts: int = 3,
+        **fields: Any,
+    ) -> M:
+        """Ask for JSON matching ``schema``; on a bad answer, send a repair prompt and retry."""
+        if schema is None:
+            raise ConfigError("structured() needs schema=<a pydantic model class>")
+        request = self.request(request, **fields).model_copy(
+            update={
+                "response_format": ResponseFormat(
+                    type="json_schema", name=schema.__name__, json_schema=schema.model_json_schema()
+                )
+            }
+        )
+        problem = ""
+        for _attempt in range(attempts):
+            response = self._call(request, None)
+            try:
+                return schema.model_validate_json(response.content or "")
+            except ValidationError as exc:
+                problem = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors()
+                )[:2000]
+            request = request.extend(
+                response.message,
+                Message.user(
+                    f"That answer did not match the {schema.__name__} schema ({problem}). "
+                    "Answer again with only a JSON object that matches the schema."
+                ),
+            )
+        raise StructuredOutputError(schema.__name__, attempts, problem)
+
+    # --- the effect --------------------------------------------------------------------------
+
+    def _call(self, request: Request, deliver: ChunkCallback | None) -> Response:
+        payload = self.targets[0].payload(request)
+
+        def perform() -> dict[str, Any]:
+            hit = self._cached(payload)
+            if hit is not None:
+                if deliver is not None and hit["response"].get("content"):
+                    deliver(StreamChunk(kind="content", text=hit["response"]["content"]))
+                return hit
+            return self._live(request, deliver)
+
+        began = time.perf_counter()
+        result = self.run.effect("llm", payload, perform) if self.run else perform()
+        return self._finish(request, result, time.perf_counter() - began)
+
+    async def _acall(self, request: Request) -> Response:
+        payload = self.targets[0].payload(request)
+
+        async def perform() -> dict[str, Any]:
+            hit = self._cached(payload)
+            return hit if hit is not None else await self._alive(request)
+
+        began = time.perf_counter()
+        result = await self.run.aeffect("llm", payload, perform) if self.run else await perform()
+        return self._finish(request, result, time.perf_counter() - began)
+
+    def _cached(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if self.cache is None:
+            return None
+        result = self.cache.get(self.cache.key(payload))
+        if result is None or "response" not in result:
+            return None
+        return {**result, "cached": True}
+
+    def _live(self, request: Request, deliver: ChunkCallback | None) -> dict[str, Any]:
+        failures: list[tuple[dict[str, Any], ProviderError]] = []
+        for target in self.targets:
+            call_request = request.model_copy(update={"model": target.profile.model})
+            for attempt in range(1, self.retry.max_attempts + 1):
+                call = CallContext(call_request, target.profile, attempt)
+                try:
+                    for interceptor in self.interceptors:
+                        interceptor.before(call)
+                    provider = target.provider
+                    stream = getattr(provider, "stream", None)
+                    if deliver is not None and stream is not None:
+                        response = stream(call_request, deliver)
+                    else:
+                        response = provider.complete(call_request)
+                        if deliver is not None and response.content:
+                            deliver(StreamChunk(kind="content", text=response.content))
+                    for interceptor in self.interceptors:
+                        interceptor.after(call, response)
+                    return _result(response, target, failures)
+                except ProviderError as exc:
+                    failures.append((_failure(target, exc), exc))
+                    if not exc.retryable or deliver is not None:
+                        break
+                    if attempt < self.retry.max_attempts:
+                        self._sleep(self.retry.delay(attempt, exc.details.get("retry_after")))
+        raise _last_error(failures)
+
+    async def _alive(self, request: Request) -> dict[str, Any]:
+        failures: list[tuple[dict[str, Any], ProviderError]] = []
+        for target in self.targets:
+            call_request = request.model_copy(update={"model": target.profile.model})
+            for attempt in range(1, self.retry.max_attempts + 1):
+                call = CallContext(call_request, target.profile, attempt)
+                try:
+                    for interceptor in self.interceptors:
+                        await asyncio.to_thread(interceptor.before, call)
+                    provider = target.provider
+                    acomplete = getattr(provider, "acomplete", None)
+                    if acomplete is not None:
+                        response = await acomplete(call_request)
+                    else:
+                        response = await asyncio.to_thread(provider.complete, call_request)
+                    for interceptor in self.interceptors:
+                        interceptor.after(call, response)
+                    return _result(response, target, failures)
+                except ProviderError as exc:
+                    failures.append((_failure(target, exc), exc))
+                    if not exc.retryable:
+                        break
+                    if attempt < self.retry.max_attempts:
+                        await asyncio.sleep(
+                            self.retry.delay(attempt, exc.details.get("retry_after"))
+                        )
+        raise _last_error(failures)
+
+    def _finish(self, request: Request, result: dict[str, Any], latency: float) -> Response:
+        response = Response.model_validate(result["response"])
+        served = result.get("served_by") or {}
+        profile = next(
+            (t.profile for t in self.targets if t.profile.model == served.get("model")),
+            self.profile,
+        )
+        cached = bool(result.get("cached"))
+        cost = 0.0 if cached else profile.cost.of(response.usage)
+        call = CallStats(
+            provider=str(served.get("provider", self.profile.provider)),
+            model=response.model or profile.model,
+            usage=response.usage,
+            cost=cost,
+            latency_s=latency,
+            cached=cached,
+            attempts=len(result.get("failures", [])) + 1,
+        )
+        self.stats.add(call)
+        if self.run is not None:
+            self.run.add_stats(
+                "llm",
+                {
+                    "calls": 1,
+                    "cached_calls": int(cached),
+                    "cost": cost,
+                    **response.usage.model_dump(),
+                },
+            )
+            event = self.run.last_effect()
+            if self.cache is not None and event is not None and not cached and cacheable(result):
+                self.cache.add(
+                    event, run_id=self.run.id, provider=self.profile.provider, model=request.model
+                )
+        return response
+
+
+def _result(
+    response: Response, target: _Target, failures: list[tuple[dict[str, Any], ProviderError]]
+) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "response": response.plain(),
+        "cached": False,
+        "served_by": {"provider": target.profile.provider, "model": target.profile.model},
+    }
+    if failures:
+        result["failures"] = [failure for failure, _ in failures]
+    return result
+
+
+def _failure(target: _Target, exc: ProviderError) -> dict[str, Any]:
+    return {
+        "provider": target.profile.provider,
+        "model": target.profile.model,
+        "type": type(exc).__name__,
+        "message": exc.message,
+        "status": exc.details.get("status"),
+    }
+
+
+def _last_error(failures: list[tuple[dict[str, Any], ProviderError]]) -> ProviderError:
+    """The last failure, its message extended with every attempt (which the record keeps)."""
+    exc = failures[-1][1]
+    if len(failures) > 1:
+        summary = "; ".join(f"{f['provider']}:{f['model']} {f['type']}" for f, _ in failures)
+        exc.message = f"{exc.message} (after {len(failures)} failed attempts: {summary})"
+        exc.args = (exc.message,)
+    return exc

@@ -8,6 +8,7 @@ Heavy modules are imported inside the commands that need them, to keep start-up 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,17 @@ class _Group(click.Group):
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("RAR_DEBUG"):
+                raise
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc}\n"
+                "This is a bug in RAR; run again with RAR_DEBUG=1 for the traceback and report it.",
+                err=True,
+            )
+            ctx.exit(4)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -131,6 +143,115 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
     report = verify_store(store, ids)
     print_verify(report, as_json=as_json)
     ctx.exit(0 if report.ok else 1)
+
+
+@cli.command("ask")
+@click.argument("prompt")
+@click.option(
+    "--model",
+    "-m",
+    default=None,
+    help="A profile name or provider:model (default: the profiles' default, "
+    "else the offline scripted:echo).",
+)
+@click.option("--system", default=None, help="A system prompt.")
+@click.option(
+    "--tools",
+    "use_tools",
+    is_flag=True,
+    help="Let the model call the built-in tools (calculator, http_get) in a loop.",
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=6,
+    show_default=True,
+    help="Model turns at most, with --tools.",
+)
+@click.option(
+    "--profiles",
+    "profiles_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A profiles TOML file to read besides the default ones.",
+)
+@click.option("--no-cache", is_flag=True, help="Always call the provider.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"run_id", "text", "model", "usage", "cached", ...} as JSON.',
+)
+@click.pass_context
+def ask_(
+    ctx: click.Context,
+    prompt: str,
+    model: str | None,
+    system: str | None,
+    use_tools: bool,
+    max_steps: int,
+    profiles_file: Path | None,
+    no_cache: bool,
+    as_json: bool,
+) -> None:
+    """Ask a model one question, recorded as a run; a repeated question is served from the cache."""
+    from rar.cli.ask import ask, print_answer
+
+    summary = ask(
+        _store(ctx),
+        prompt,
+        model=model,
+        system=system,
+        use_tools=use_tools,
+        max_steps=max_steps,
+        profiles_file=profiles_file,
+        cache=not no_cache,
+    )
+    print_answer(summary, as_json=as_json)
+
+
+@cli.group()
+def cache() -> None:
+    """The model response cache kept in the store."""
+
+
+@cache.command("explain")
+@click.argument("prompt")
+@click.option("--model", "-m", default=None, help="As for rar ask.")
+@click.option("--system", default=None, help="As for rar ask.")
+@click.option(
+    "--profiles", "profiles_file", type=click.Path(dir_okay=False, path_type=Path), default=None
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@click.pass_context
+def cache_explain(
+    ctx: click.Context,
+    prompt: str,
+    model: str | None,
+    system: str | None,
+    profiles_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Say whether `rar ask PROMPT` would be a cache hit, and if not, what differs."""
+    from rar.cli.ask import explain
+    from rar.cli.render import emit_json
+
+    result = explain(_store(ctx), prompt, model=model, system=system, profiles_file=profiles_file)
+    if as_json:
+        emit_json(result)
+        return
+    if result["hit"]:
+        click.echo(f"hit: {result['key']}")
+        return
+    if result["nearest"] is None:
+        click.echo("miss: nothing cached yet for this provider and model")
+        return
+    click.echo(f"miss: nearest cached request {result['nearest']} (run {result['nearest_run']})")
+    for difference in result["differences"]:
+        click.echo(
+            f"  {difference['field']}: cached {difference['cached']!r}"
+            f" · asked {difference['requested']!r}"
+        )
 
 
 def main() -> None:

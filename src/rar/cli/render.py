@@ -144,7 +144,10 @@ def _effect_summary(event: dict[str, Any], load: PayloadLoader) -> str:
     value = load(event.get("request"))
     kind = event.get("kind")
     head = f"{kind}"
-    if isinstance(value, dict) and kind == "llm" and "model" in value:
+    inner = value.get("request") if isinstance(value, dict) else None
+    if kind == "llm" and isinstance(value, dict) and isinstance(inner, dict):
+        head += f" {value.get('provider')}:{inner.get('model')}"
+    elif isinstance(value, dict) and kind == "llm" and "model" in value:
         head += f" {value['model']}"
     elif isinstance(value, dict) and kind == "tool" and "name" in value:
         head += f" {value['name']}({_short(value.get('args', {}), 40)})"
@@ -156,10 +159,16 @@ def _effect_summary(event: dict[str, Any], load: PayloadLoader) -> str:
         return f"{head} ✗ {event['error']['type']}: {_short(event['error']['message'], 50)}"
     result = load(event.get("result"))
     tail = _payload_text(event.get("result"), load)
-    message = result.get("message") if isinstance(result, dict) else None
-    if isinstance(message, dict):
-        calls = message.get("tool_calls") or []
-        tail = f"{len(calls)} tool call(s)" if calls else _short(message.get("content", ""), 50)
+    if isinstance(result, dict):
+        message = result.get("response") or result.get("message")
+        if isinstance(message, dict):
+            calls = message.get("tool_calls") or []
+            tail = f"{len(calls)} tool call(s)" if calls else _short(message.get("content", ""), 50)
+            if result.get("cached"):
+                tail += " (cached)"
+        elif kind == "tool" and "ok" in result:
+            text = _short(result.get("content", ""), 50)
+            tail = text if result["ok"] else f"✗ {text}"
     return f"{head} → {tail}"
 
 
@@ -224,7 +233,7 @@ def print_show(store: Store, run_id: str, *, as_json: bool) -> None:
         depth = span.count("/")
         label = "  " * depth + str(event.get("type"))
         if event.get("type") in ("effect",):
-            label += f" [{span.rsplit('/', 1)[-1]}#{event.get('ordinal')}]"
+            label += f" [{span.rsplit('/', 1)[-1]}:{event.get('ordinal')}]"
         table.add_row(
             str(event.get("seq")),
             _time(event.get("ts")),

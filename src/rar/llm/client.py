@@ -119,6 +119,12 @@ class Client:
     def profile(self) -> Profile:
         return self.targets[0].profile
 
+    def connect(self) -> Client:
+        """Connect every provider now, so that a missing key or bad setting shows up early."""
+        for target in self.targets:
+            _ = target.provider
+        return self
+
     # --- building requests -------------------------------------------------------------------
 
     def request(self, request: Request | None = None, /, **fields: Any) -> Request:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rar.errors import ConfigError
+from rar.errors import ConfigError, MissingAPIKeyError
 from rar.llm.profiles import Profile
 from rar.llm.provider import Provider
 from rar.llm.providers.scripted import ScriptedModel
@@ -32,22 +32,45 @@ def connect(profile: Profile, **options: Any) -> Provider:
                 "rar.llm.ScriptedModel([...]) and pass it to the client"
             )
         return ScriptedModel(function, model=profile.model)
-    key = profile.resolve_key()
-    common: dict[str, Any] = {"base_url": profile.base_url, "api_key": key, **options}
-    if kind == "openai":
-        from rar.llm.providers.openai import OpenAIChat
+    # A provider's conventional key (OPENAI_API_KEY, ...) goes only to that provider's own
+    # endpoint: a profile that points somewhere else must name its key explicitly.
+    elsewhere = bool(profile.base_url) and not profile.api_key
+    key = None if elsewhere else profile.resolve_key()
+    common: dict[str, Any] = {
+        "base_url": profile.base_url,
+        "api_key": key,
+        "key_reference": None if elsewhere else profile.key_reference,
+        **options,
+    }
+    if kind in ("openai", "openai-text"):
+        from rar.llm.providers.openai import OpenAIChat, OpenAIText
 
-        return OpenAIChat(profile.model, **common)
-    if kind == "openai-text":
-        from rar.llm.providers.openai import OpenAIText
-
-        return OpenAIText(profile.model, template=profile.template or "chatml", **common)
+        if elsewhere:
+            common.update(api_key_env="", require_key=False)
+        elif profile.key_variables:
+            common["api_key_env"] = profile.key_variables[0]
+        if kind == "openai":
+            return _checked(OpenAIChat(profile.model, **common), profile, key, elsewhere)
+        text = OpenAIText(profile.model, template=profile.template or "chatml", **common)
+        return _checked(text, profile, key, elsewhere)
     if kind == "gemini":
         from rar.llm.providers.gemini import Gemini
 
-        return Gemini(profile.model, **common)  # type: ignore[no-any-return]
+        return _checked(Gemini(profile.model, **common), profile, key, elsewhere)
     if kind == "anthropic":
         from rar.llm.providers.anthropic import Anthropic
 
-        return Anthropic(profile.model, **common)  # type: ignore[no-any-return]
+        return _checked(Anthropic(profile.model, **common), profile, key, elsewhere)
     raise ConfigError(f"unknown provider {kind!r}")
+
+
+def _checked(provider: Provider, profile: Profile, key: str | None, elsewhere: bool) -> Provider:
+    """Refuse now, not at the first call, a provider that will need a key it does not have."""
+    from rar.llm.provider import provider_base_url
+    from rar.llm.providers.openai import is_local_url
+
+    if key is None and not elsewhere and profile.key_variables:
+        url = provider_base_url(provider) or ""
+        if not is_local_url(url):
+            raise MissingAPIKeyError(profile.provider, profile.key_variables)
+    return provider

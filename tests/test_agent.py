@@ -132,7 +132,7 @@ def test_a_failing_tool_is_recovered_from(store: Store) -> None:
         result = Agent(Client(ScriptedModel(script), run=run, profiles=NO_PROFILES),
                        [explode]).run("x", run=run)
     assert result.stop_reason == StopReason.COMPLETED
-    (call, outcome) = result.calls[0]
+    (_call, outcome) = result.calls[0]
     assert not outcome.ok and outcome.error == {"type": "RuntimeError", "message": "disk on fire"}
 
 

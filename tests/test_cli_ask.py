@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 from click.testing import CliRunner
-from servers.openai_server import Answer, OpenAIServer, Raw
 
 from rar.cli import cli
+from servers.openai_server import Answer, OpenAIServer, Raw
 
 KEY = "sk-test-" + "k3y" * 8
 
@@ -139,7 +139,7 @@ def test_profiles_from_a_file_are_used_by_name(server: OpenAIServer, tmp_path: P
         'api_key = "${OPENAI_API_KEY}"\ntemperature = 0.1\n'
     )
     server.script(Answer(content="from the profile"))
-    code, out, err = rar(tmp_path / "runs", "ask", "hi", "--model", "local", "--profiles",
+    code, _out, err = rar(tmp_path / "runs", "ask", "hi", "--model", "local", "--profiles",
                          str(profiles), "--json")
     assert code == 0, err
     assert server.last.body["model"] == "tiny" and server.last.body["temperature"] == 0.1

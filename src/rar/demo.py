@@ -23,7 +23,7 @@ QUESTION = (
 SYSTEM = "You are a careful physical chemist. Use the calculator for arithmetic."
 MODEL = "demo"
 
-SCRIPT = [
+SCRIPT: list[str | Message] = [
     Message.assistant(
         "I will take the ratio of the rate constants first.",
         [tool_call("calculator", "call_1", expression="8.4e-3 / 2.1e-3")],

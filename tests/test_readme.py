@@ -43,6 +43,16 @@ def test_the_main_job_and_the_inspection_commands_run(tmp_path: Path) -> None:
         assert result.returncode == 0, (line, result.stdout, result.stderr)
 
 
+def test_the_model_commands_run_offline(tmp_path: Path) -> None:
+    lines = blocks("bash")[3].strip().splitlines()
+    for line in lines:
+        command = shlex.split(line.split("#")[0])
+        if "--model" in command:
+            continue  # needs a provider's key: covered against a loopback server elsewhere
+        result = _rar(command[1:], tmp_path)
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+
+
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
 def test_python_examples_run(index: int, tmp_path: Path) -> None:
     code = blocks("python")[index]

@@ -1,0 +1,261 @@
+"""Google Gemini through the Generative Language API (``models/{model}:generateContent``).
+
+``Gemini()`` reads its key from ``GEMINI_API_KEY`` (then ``GOOGLE_API_KEY``) at the first call
+and sends it in the ``x-goog-api-key`` header, never in the URL, so it does not end up in logs.
+The base URL defaults to ``https://generativelanguage.googleapis.com/v1beta`` (or
+``GEMINI_BASE_URL``).
+
+How a :class:`~rar.llm.types.Request` maps to Gemini:
+
+* system messages → ``systemInstruction`` (one text part each); user → ``user`` contents;
+  assistant → ``model`` contents (text part, then one ``functionCall`` part per tool call);
+  tool results → ``functionResponse`` parts, consecutive results merged into one ``user``
+  content. A JSON-object result is sent as is, anything else as ``{"content": text}``, an error
+  result as ``{"error": text}``. Assistant reasoning is not sent back (RAR keeps no thought
+  signatures); on Gemini 3 and later (and model ids without a version, such as aliases) the
+  first replayed ``functionCall`` of each assistant message carries Google's documented
+  ``skip_thought_signature_validator`` stand-in instead, without which Gemini 3 answers 400.
+* tools → ``tools[0].functionDeclarations`` with the JSON Schema reduced to what Gemini accepts
+  (see :func:`~rar.llm.providers._google.sanitize_schema`); a tool without parameters sends none.
+* ``tool_choice`` → ``toolConfig.functionCallingConfig``: auto → AUTO, none → NONE,
+  required → ANY, a tool's name → ANY with ``allowedFunctionNames: [name]``.
+* temperature, top_p, max_tokens, stop, seed → ``generationConfig`` (``temperature``, ``topP``,
+  ``maxOutputTokens``, ``stopSequences``, ``seed``); a JSON response format →
+  ``responseMimeType: application/json`` (+ ``responseSchema`` for ``json_schema``).
+* ``reasoning_effort`` → ``generationConfig.thinkingConfig`` with ``includeThoughts: true``:
+  Gemini 3 and later take ``thinkingLevel`` = the effort itself (a model rejects levels it
+  lacks); earlier or unversioned model ids take ``thinkingBudget`` minimal 512, low 1024,
+  medium 8192, high 24576 tokens. Without ``reasoning_effort`` the model's default applies.
+
+And back: text parts joined → ``content``; ``thought: true`` parts → ``reasoning``;
+``functionCall`` parts → tool calls with ids ``call_<name>_<index>`` (Gemini gives none; the
+position makes them deterministic, so a replay matches) and arguments as JSON with sorted keys;
+``finishReason`` STOP → stop (tool_calls when calls are present), MAX_TOKENS → length,
+SAFETY/RECITATION/BLOCKLIST/PROHIBITED_CONTENT/SPII/... → content_filter, anything else → other;
+``usageMetadata``: ``input_tokens`` = promptTokenCount (cached included),
+``cached_input_tokens`` = cachedContentTokenCount, ``output_tokens`` = candidatesTokenCount +
+thoughtsTokenCount, ``reasoning_tokens`` = thoughtsTokenCount; ``model`` = ``modelVersion``.
+A blocked prompt (no candidates, ``promptFeedback.blockReason``) raises
+:class:`~rar.errors.BadRequestError` naming the reason. A 400 ``API_KEY_INVALID`` is an
+:class:`~rar.errors.AuthenticationError`; a ``RetryInfo.retryDelay`` fills ``retry_after``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import orjson
+
+from rar.errors import (
+    AuthenticationError,
+    ConfigError,
+    MissingAPIKeyError,
+    ProviderError,
+    StreamInterruptedError,
+)
+from rar.llm.provider import ChunkCallback
+from rar.llm.providers import _google as wire
+from rar.llm.providers._http import (
+    DEFAULT_TIMEOUT,
+    error_message,
+    json_body,
+    raise_for_status,
+    sse_events,
+    transport_error,
+)
+from rar.llm.types import Request, Response
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+class Gemini:
+    """The Gemini provider: ``complete``, ``acomplete`` and ``stream`` over the REST API."""
+
+    name = "gemini"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        key_reference: str | None = None,
+        timeout: httpx2.Timeout | float = DEFAULT_TIMEOUT,
+        http_client: httpx2.Client | None = None,
+        async_http_client: httpx2.AsyncClient | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        url = base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ConfigError(f"base_url must start with http:// or https://, got {url!r}")
+        self.model = model
+        self.base_url = url.rstrip("/")
+        self._api_key = api_key
+        self._key_reference = key_reference
+        self.timeout = timeout
+        self.extra_headers = dict(extra_headers or {})
+        self._client = http_client
+        self._owns_client = http_client is None
+        self._async_client = async_http_client
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Gemini(model={self.model!r}, base_url={self.base_url!r})"
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _credentials(self) -> tuple[str, str]:
+        """The key and where it came from (``env:GEMINI_API_KEY``, ...); never logged."""
+        found = [(os.environ.get(v), f"env:{v}") for v in KEY_VARIABLES]
+        if self._api_key:  # named after the variable it came from, when it did
+            origin = next((ref for value, ref in found if value == self._api_key), None)
+            return self._api_key, self._key_reference or origin or "the api_key argument"
+        for value, reference in found:
+            if value:
+                return value, self._key_reference or reference
+        raise MissingAPIKeyError(self.name, list(KEY_VARIABLES))
+
+    def _prepare(
+        self, request: Request, method: str
+    ) -> tuple[Request, str, bytes, dict[str, str], str]:
+        model = request.model or self.model
+        if not model:
+            raise ConfigError(f"{self.name}: no model named, in the request or the provider")
+        if model != request.model:
+            request = request.model_copy(update={"model": model})
+        key, reference = self._credentials()
+        url = f"{self.base_url}/{wire.model_path(model)}:{method}"
+        headers = {**self.extra_headers, "x-goog-api-key": key, "content-type": "application/json"}
+        return request, url, orjson.dumps(wire.build_body(request)), headers, reference
+
+    def _http(self) -> httpx2.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx2.Client(timeout=self.timeout)
+            return self._client
+
+    def close(self) -> None:
+        """Close the pooled HTTP connections this provider opened (it stays usable)."""
+        with self._lock:
+            client = self._client if self._owns_client else None
+            if client is not None:
+                self._client = None
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> Gemini:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _answer(self, response: httpx2.Response, request: Request, reference: str) -> Response:
+        check_status(response, key_reference=reference)
+        return wire.parse_response(json_body(response, provider=self.name), model=request.model)
+
+    # --- the protocol --------------------------------------------------------------------------
+
+    def complete(self, request: Request) -> Response:
+        request, url, body, headers, reference = self._prepare(request, "generateContent")
+        try:
+            response = self._http().post(url, content=body, headers=headers)
+        except httpx2.TransportError as exc:
+            raise transport_error(exc, provider=self.name) from exc
+        return self._answer(response, request, reference)
+
+    async def acomplete(self, request: Request) -> Response:
+        request, url, body, headers, reference = self._prepare(request, "generateContent")
+        try:
+            if self._async_client is not None:
+                response = await self._async_client.post(url, content=body, headers=headers)
+            else:
+                async with httpx2.AsyncClient(timeout=self.timeout) as client:
+                    response = await client.post(url, content=body, headers=headers)
+        except httpx2.TransportError as exc:
+            raise transport_error(exc, provider=self.name) from exc
+        return self._answer(response, request, reference)
+
+    def stream(self, request: Request, on_chunk: ChunkCallback) -> Response:
+        """Stream content and reasoning pieces to ``on_chunk``; return the whole answer."""
+        request, url, body, headers, reference = self._prepare(request, "streamGenerateContent")
+        assembler = wire.StreamAssembler(request.model)
+        try:
+            with self._http().stream(
+                "POST", url, params={"alt": "sse"}, content=body, headers=headers
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    check_status(response, key_reference=reference)
+                self._consume(response, assembler, on_chunk)
+        except httpx2.TransportError as exc:
+            raise transport_error(exc, provider=self.name) from exc
+        return assembler.response()
+
+    def _consume(
+        self, response: httpx2.Response, assembler: wire.StreamAssembler, on_chunk: ChunkCallback
+    ) -> None:
+        try:
+            for _event, data in sse_events(response.iter_lines()):
+                for chunk in assembler.feed(data):
+                    on_chunk(chunk)
+        except httpx2.TransportError as exc:
+            raise StreamInterruptedError(
+                f"the stream was cut ({type(exc).__name__}: {exc})", provider=self.name
+            ) from exc
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def check_status(response: httpx2.Response, *, key_reference: str | None) -> None:
+    """:func:`raise_for_status` plus Gemini's quirks: a bad key is a 400 with reason
+    ``API_KEY_INVALID``, and the retry delay of a 429/503 is in a ``RetryInfo`` detail."""
+    if response.status_code < 400:
+        return
+    details = _error_details(response.content)
+    if response.status_code == 400 and any(d.get("reason") == "API_KEY_INVALID" for d in details):
+        message = error_message(response.content)
+        hint = f" (key from {key_reference})" if key_reference else ""
+        raise AuthenticationError(
+            f"the API key was refused{hint}: {message}", provider="gemini", status=400, body=message
+        )
+    try:
+        raise_for_status(response, provider="gemini", key_reference=key_reference)
+    except ProviderError as exc:
+        delays = [_seconds(d.get("retryDelay")) for d in details if "retryDelay" in d]
+        delay = next((d for d in delays if d is not None), None)
+        if exc.details.get("retry_after") is None and delay is not None:
+            exc.details["retry_after"] = delay
+            setattr(exc, "retry_after", delay)  # noqa: B010 - attributes mirror details
+        raise
+
+
+def _error_details(body: bytes) -> list[dict[str, Any]]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return []
+    if isinstance(data, list) and data:
+        data = data[0]
+    error = data.get("error") if isinstance(data, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    return [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+
+
+def _seconds(value: Any) -> float | None:
+    """Seconds from a protobuf Duration in JSON (``"37s"``, ``"1.5s"``)."""
+    if isinstance(value, str) and value.endswith("s"):
+        try:
+            return max(0.0, float(value[:-1]))
+        except ValueError:
+            return None
+    return None

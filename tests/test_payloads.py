@@ -154,6 +154,18 @@ def test_a_message_mutated_in_place_is_hashed_again() -> None:
     first = linker.link({"messages": [message]}).digest
     message["content"] = "second"
     assert linker.link({"messages": [message]}).digest != first
-    assert linker.link({"messages": [message]}).digest == _linker(MemoryBlobs()).link(
-        {"messages": [{"role": "user", "content": "second"}]}
-    ).digest
+    assert (
+        linker.link({"messages": [message]}).digest
+        == _linker(MemoryBlobs()).link({"messages": [{"role": "user", "content": "second"}]}).digest
+    )
+
+
+def test_chain_nodes_are_canonical_json() -> None:
+    blobs = MemoryBlobs()
+    _linker(blobs).link({"messages": _conversation(2)})
+    import orjson
+
+    for raw in blobs.blobs.values():
+        value = orjson.loads(raw)
+        if isinstance(value, dict) and "item" in value:
+            assert canonical(value) == raw

@@ -109,7 +109,10 @@ class Client:
         self.targets = [_Target(spec, profiles) for spec in (model, *fallbacks)]
         self.run = run
         store = store or (run.store if run is not None else None)
-        self.cache = ResponseCache(store) if cache and store is not None else None
+        redactor = run.redactor if run is not None else None
+        self.cache = (
+            ResponseCache(store, redactor=redactor) if cache and store is not None else None
+        )
         self.retry = retry or RetryPolicy()
         self.interceptors = list(interceptors)
         self.stats = UsageStats()

@@ -132,6 +132,11 @@ class Run:
         return self._writer.dir
 
     @property
+    def redactor(self) -> Redactor:
+        """The redactor every payload of this run passes through."""
+        return self._writer.redactor
+
+    @property
     def mode(self) -> str:
         return "record"
 

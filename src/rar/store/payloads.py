@@ -27,7 +27,7 @@ from typing import Any, Final
 import orjson
 
 from rar.errors import CorruptionError
-from rar.hashing import Canonical, canonical
+from rar.hashing import Canonical
 from rar.redaction import Redactor
 
 CHAIN_KEY: Final = "$chain"
@@ -139,9 +139,18 @@ class Linker:
             if node is None:
                 self._put(message.digest, message.data)
                 body: dict[str, Any] = {"item": message.digest}
-                if head is not None:
+                # canonical JSON written directly: keys in order, digests need no escaping
+                if head is None:
+                    data = b'{"item":"' + message.digest.encode() + b'"}'
+                else:
                     body["prev"] = head
-                data = canonical(body)
+                    data = (
+                        b'{"item":"'
+                        + message.digest.encode()
+                        + b'","prev":"'
+                        + head.encode()
+                        + b'"}'
+                    )
                 node_c = Canonical(body, data)
                 self._put(node_c.digest, data)
                 node = node_c.digest

@@ -13,17 +13,11 @@ Error answers use the SDK's ``ErrorResponse`` shape. Every request is recorded i
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections import deque
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import uvicorn
 from anthropic.types import (
     ErrorResponse,
     InputJSONDelta,
@@ -45,10 +39,12 @@ from anthropic.types import (
 )
 from anthropic.types.raw_message_delta_event import Delta
 from pydantic import BaseModel
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from servers._local import Dropped as Dropped
+from servers._local import LocalServer, Raw, event_stream
 
 Block = TextBlock | ThinkingBlock | ToolUseBlock
 
@@ -179,71 +175,28 @@ class Stream:
 
 
 @dataclass(frozen=True)
-class Raw:
-    """An answer sent exactly as given: error statuses, broken bodies."""
-
-    status: int = 200
-    body: Any = b""
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def response(self) -> Response:
-        body = self.body if isinstance(self.body, bytes | str) else orjson.dumps(self.body)
-        return Response(
-            body, status_code=self.status, headers=self.headers, media_type="application/json"
-        )
-
-
-@dataclass(frozen=True)
 class Received:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
 
 
-class Dropped(Exception):
-    """Raised inside a streamed body to break the connection mid-answer."""
-
-
 # --- the server ----------------------------------------------------------------------------------
 
 
-class AnthropicServer:
-    """The scripted server; start it with ``with AnthropicServer() as server: ...``."""
+class AnthropicServer(LocalServer[Message | Stream | Raw, Received]):
+    """The scripted server; start it with ``with AnthropicServer() as server: ...``.
+
+    A ``Message`` in the script answers a streaming request with its stream events."""
+
+    _label = "Anthropic"
 
     def __init__(self) -> None:
-        self.received: list[Received] = []
-        self._script: deque[Message | Stream | Raw] = deque()
-        self._lock = threading.Lock()
-        self.port = 0
-        self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def script(self, *answers: Message | Stream | Raw) -> None:
-        """Queue the answers to the next requests, in order. A ``Message`` answers a streaming
-        request with its stream events."""
-        with self._lock:
-            self._script.extend(answers)
-
-    def reset(self) -> None:
-        with self._lock:
-            self._script.clear()
-            self.received.clear()
-
-    @property
-    def last(self) -> Received:
-        return self.received[-1]
+        super().__init__([Route("/v1/messages", self._messages, methods=["POST"])])
 
     async def _messages(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
-        with self._lock:
-            self.received.append(Received(request.url.path, dict(request.headers), body))
-            answer = self._script.popleft() if self._script else None
+        answer = self._take(Received(request.url.path, dict(request.headers), body))
         if answer is None:
             return Raw(500, error("api_error", "the test scripted no answer")).response()
         if isinstance(answer, Raw):
@@ -256,58 +209,10 @@ class AnthropicServer:
 
     @staticmethod
     def _stream(stream: Stream) -> StreamingResponse:
-        async def body() -> AsyncIterator[bytes]:
-            for sent, event in enumerate(stream.events):
-                if sent == stream.drop_after:
-                    raise Dropped("the test breaks this connection")
-                if sent == stream.cut_after:
-                    return
-                data = event if isinstance(event, dict) else dump(event)
-                yield b"event: %s\ndata: %s\n\n" % (str(data["type"]).encode(), orjson.dumps(data))
+        def frame(event: BaseModel | dict[str, Any]) -> bytes:
+            data = event if isinstance(event, dict) else dump(event)
+            return b"event: %s\ndata: %s\n\n" % (str(data["type"]).encode(), orjson.dumps(data))
 
-        return StreamingResponse(body(), media_type="text/event-stream")
-
-    # --- lifecycle ---
-
-    def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="critical",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=2,
+        return event_stream(
+            stream.events, frame, cut_after=stream.cut_after, drop_after=stream.drop_after
         )
-        self._server = uvicorn.Server(config)
-        self._socket = sock
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name="anthropic-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the Anthropic test server did not start")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> AnthropicServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -15,17 +15,11 @@ recorded in :attr:`GeminiServer.received` (path, query string, headers, JSON bod
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections import deque
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import uvicorn
 from google.genai.types import (
     BlockedReason,
     Candidate,
@@ -38,10 +32,12 @@ from google.genai.types import (
     Part,
 )
 from pydantic import BaseModel
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from servers._local import Dropped as Dropped
+from servers._local import LocalServer, Raw, event_stream
 
 # --- answers built with the SDK's types ---------------------------------------------------------
 
@@ -164,21 +160,6 @@ class Stream:
 
 
 @dataclass(frozen=True)
-class Raw:
-    """An answer sent exactly as given: error statuses, broken bodies."""
-
-    status: int = 200
-    body: Any = b""
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def response(self) -> Response:
-        body = self.body if isinstance(self.body, bytes | str) else orjson.dumps(self.body)
-        return Response(
-            body, status_code=self.status, headers=self.headers, media_type="application/json"
-        )
-
-
-@dataclass(frozen=True)
 class Received:
     path: str
     query: str
@@ -186,25 +167,19 @@ class Received:
     body: dict[str, Any]
 
 
-class Dropped(Exception):
-    """Raised inside a streamed body to break the connection mid-answer."""
-
-
 # --- the server ----------------------------------------------------------------------------------
 
 
-class GeminiServer:
-    """The scripted server; start it with ``with GeminiServer() as server: ...``."""
+class GeminiServer(LocalServer[GenerateContentResponse | Stream | Raw, Received]):
+    """The scripted server; start it with ``with GeminiServer() as server: ...``.
+
+    A ``GenerateContentResponse`` in the script answers a streaming request with its chunks."""
+
+    _label = "Gemini"
+    _prefix = "/v1beta"
 
     def __init__(self) -> None:
-        self.received: list[Received] = []
-        self._script: deque[GenerateContentResponse | Stream | Raw] = deque()
-        self._lock = threading.Lock()
-        self.port = 0
-        self.app = Starlette(routes=[Route("/v1beta/{rest:path}", self._models, methods=["POST"])])
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        super().__init__([Route("/v1beta/{rest:path}", self._models, methods=["POST"])])
 
     @property
     def url(self) -> str:
@@ -214,29 +189,12 @@ class GeminiServer:
     @property
     def base_url(self) -> str:
         """The API root RAR's provider takes (with the version)."""
-        return f"{self.url}/v1beta"
-
-    def script(self, *answers: GenerateContentResponse | Stream | Raw) -> None:
-        """Queue the answers to the next requests, in order. A ``GenerateContentResponse``
-        answers a streaming request with its chunks."""
-        with self._lock:
-            self._script.extend(answers)
-
-    def reset(self) -> None:
-        with self._lock:
-            self._script.clear()
-            self.received.clear()
-
-    @property
-    def last(self) -> Received:
-        return self.received[-1]
+        return super().base_url
 
     async def _models(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
         path = request.url.path
-        with self._lock:
-            self.received.append(Received(path, request.url.query, dict(request.headers), body))
-            answer = self._script.popleft() if self._script else None
+        answer = self._take(Received(path, request.url.query, dict(request.headers), body))
         if answer is None:
             return Raw(500, error(500, "the test scripted no answer", "INTERNAL")).response()
         if isinstance(answer, Raw):
@@ -249,61 +207,13 @@ class GeminiServer:
 
     @staticmethod
     def _stream(stream: Stream) -> StreamingResponse:
-        async def body() -> AsyncIterator[bytes]:
-            for sent, chunk in enumerate(stream.chunks):
-                if sent == stream.drop_after:
-                    raise Dropped("the test breaks this connection")
-                if sent == stream.cut_after:
-                    return
-                if isinstance(chunk, bytes):
-                    data = chunk
-                else:
-                    data = orjson.dumps(chunk if isinstance(chunk, dict) else dump(chunk))
-                yield b"data: " + data + b"\r\n\r\n"
+        def frame(chunk: BaseModel | dict[str, Any] | bytes) -> bytes:
+            if isinstance(chunk, bytes):
+                data = chunk
+            else:
+                data = orjson.dumps(chunk if isinstance(chunk, dict) else dump(chunk))
+            return b"data: " + data + b"\r\n\r\n"
 
-        return StreamingResponse(body(), media_type="text/event-stream")
-
-    # --- lifecycle ---
-
-    def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="critical",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=2,
+        return event_stream(
+            stream.chunks, frame, cut_after=stream.cut_after, drop_after=stream.drop_after
         )
-        self._server = uvicorn.Server(config)
-        self._socket = sock
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name="gemini-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the Gemini test server did not start")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> GeminiServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -14,17 +14,11 @@ Tests queue answers with :meth:`OpenAIServer.script` and read what was sent in
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections import deque
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import uvicorn
 from openai.types import Completion, CompletionChoice, CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
@@ -41,10 +35,12 @@ from openai.types.chat.chat_completion_chunk import (
 )
 from openai.types.chat.chat_completion_message_function_tool_call import Function
 from openai.types.completion_usage import CompletionTokensDetails, PromptTokensDetails
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from servers._local import Dropped as Dropped
+from servers._local import LocalServer, Raw, event_stream
 
 CREATED = 1_700_000_000
 
@@ -98,21 +94,6 @@ class Answer:
                 if self.reasoning_tokens is not None
                 else {}
             ),
-        )
-
-
-@dataclass(frozen=True)
-class Raw:
-    """An answer sent exactly as given: error statuses, broken bodies."""
-
-    status: int = 200
-    body: Any = b""
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def response(self) -> Response:
-        body = self.body if isinstance(self.body, bytes | str) else orjson.dumps(self.body)
-        return Response(
-            body, status_code=self.status, headers=self.headers, media_type="application/json"
         )
 
 
@@ -243,125 +224,52 @@ def text_chunks(answer: Answer, include_usage: bool) -> list[bytes]:
 # --- the server ------------------------------------------------------------------------------
 
 
-class Dropped(Exception):
-    """Raised inside a streamed body to break the connection mid-answer."""
-
-
-class OpenAIServer:
+class OpenAIServer(LocalServer[Answer | Raw, Received]):
     """The scripted server; start it with ``with OpenAIServer() as server: ...``."""
 
+    _label = "OpenAI"
+    _prefix = "/v1"
+
     def __init__(self) -> None:
-        self.received: list[Received] = []
-        self._script: deque[Answer | Raw] = deque()
-        self._lock = threading.Lock()
-        self.port = 0
-        self.app = Starlette(
-            routes=[
+        super().__init__(
+            [
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/completions", self._text, methods=["POST"]),
             ]
         )
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def script(self, *answers: Answer | Raw) -> None:
-        """Queue the answers to the next requests, in order."""
-        with self._lock:
-            self._script.extend(answers)
-
-    def reset(self) -> None:
-        with self._lock:
-            self._script.clear()
-            self.received.clear()
-
-    @property
-    def last(self) -> Received:
-        return self.received[-1]
 
     async def _next(self, request: Request) -> tuple[dict[str, Any], Answer | Raw]:
         body = orjson.loads(await request.body())
-        with self._lock:
-            self.received.append(Received(request.url.path, dict(request.headers), body))
-            if not self._script:
-                return body, Raw(500, {"error": {"message": "the test scripted no answer"}})
-            return body, self._script.popleft()
+        answer = self._take(Received(request.url.path, dict(request.headers), body))
+        if answer is None:
+            return body, Raw(500, {"error": {"message": "the test scripted no answer"}})
+        return body, answer
 
     async def _chat(self, request: Request) -> Response:
-        body, answer = await self._next(request)
-        if isinstance(answer, Raw):
-            return answer.response()
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return self._stream(answer, chat_chunks(answer, include_usage))
-        return Raw(200, chat_completion(answer)).response()
+        return await self._answer(request, chat_completion, chat_chunks)
 
     async def _text(self, request: Request) -> Response:
+        return await self._answer(request, text_completion, text_chunks)
+
+    async def _answer(
+        self,
+        request: Request,
+        plain: Callable[[Answer], dict[str, Any]],
+        streamed: Callable[[Answer, bool], list[bytes]],
+    ) -> Response:
         body, answer = await self._next(request)
         if isinstance(answer, Raw):
             return answer.response()
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return self._stream(answer, text_chunks(answer, include_usage))
-        return Raw(200, text_completion(answer)).response()
+            return self._stream(answer, streamed(answer, include_usage))
+        return Raw(200, plain(answer)).response()
 
     @staticmethod
     def _stream(answer: Answer, events: list[bytes]) -> StreamingResponse:
-        async def body() -> AsyncIterator[bytes]:
-            for sent, event in enumerate(events):
-                if sent == answer.drop_after:
-                    raise Dropped("the test breaks this connection")
-                if sent == answer.cut_after:
-                    return
-                yield b"data: " + event + b"\n\n"
-
-        return StreamingResponse(body(), media_type="text/event-stream")
-
-    # --- lifecycle ---
-
-    def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="critical",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=2,
+        return event_stream(
+            events,
+            lambda event: b"data: " + event + b"\n\n",
+            cut_after=answer.cut_after,
+            drop_after=answer.drop_after,
         )
-        self._server = uvicorn.Server(config)
-        self._socket = sock
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name="openai-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the OpenAI test server did not start")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> OpenAIServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import email.utils
+import os
+import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, ClassVar, Self
+from urllib.parse import urlsplit
 
 import httpx2
 import orjson
@@ -13,12 +18,16 @@ import orjson
 from rar.errors import (
     AuthenticationError,
     BadRequestError,
+    ConfigError,
     MalformedResponseError,
+    MissingAPIKeyError,
     ModelNotFoundError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
+    StreamInterruptedError,
 )
+from rar.llm.types import Request
 
 DEFAULT_TIMEOUT = httpx2.Timeout(60.0, connect=10.0)
 
@@ -123,3 +132,184 @@ def sse_events(lines: Iterator[str]) -> Iterator[tuple[str | None, str]]:
             data.append(value)
     if data:
         yield event, "\n".join(data)
+
+
+# --- the providers' common part ----------------------------------------------------------------
+
+
+def resolve_base_url(base_url: str | None, variable: str, default: str) -> str:
+    """``base_url``, else the environment variable ``variable``, else ``default``; checked to be
+    an http(s) URL and without a trailing slash."""
+    url = base_url or os.environ.get(variable) or default
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise ConfigError(f"base_url must start with http:// or https://, got {url!r}")
+    return url.rstrip("/")
+
+
+def find_key(
+    provider: str, variables: tuple[str, ...], api_key: str | None, key_reference: str | None
+) -> tuple[str, str]:
+    """The API key and where it came from (``key_reference``, else ``env:VARIABLE``, else "the
+    api_key argument"): ``api_key`` if given, else the first variable set; never logged."""
+    found = [(os.environ.get(v), f"env:{v}") for v in variables]
+    if api_key:  # named after the variable it came from, when it did
+        origin = next((ref for value, ref in found if value == api_key), None)
+        return api_key, key_reference or origin or "the api_key argument"
+    for value, reference in found:
+        if value:
+            return value, key_reference or reference
+    raise MissingAPIKeyError(provider, list(variables))
+
+
+class HTTPProvider:
+    """What every HTTP provider shares: the base URL (argument, environment variable, default),
+    a pooled client made on first use (or the one passed in, which it never closes), an
+    optional async client, ``close()``, use as a context manager, and a repr without the key.
+
+    Subclasses set ``name``, ``base_url_variable`` and ``default_base_url``.
+    """
+
+    name: ClassVar[str]
+    base_url_variable: ClassVar[str]
+    default_base_url: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        timeout: httpx2.Timeout | float | None = DEFAULT_TIMEOUT,
+        http_client: httpx2.Client | None = None,
+        async_http_client: httpx2.AsyncClient | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.base_url = resolve_base_url(base_url, self.base_url_variable, self.default_base_url)
+        self.model = model
+        self.timeout = timeout
+        self.extra_headers = dict(extra_headers or {})
+        self._client = http_client
+        self._owns_client = http_client is None
+        self._async_client = async_http_client
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never the key
+        fields = f"model={self.model!r}, base_url={self.base_url!r}{self._repr_extra()}"
+        return f"{type(self).__name__}({fields})"
+
+    def _repr_extra(self) -> str:
+        """More ``, name=value`` fields for the repr (never the key)."""
+        return ""
+
+    def _model(self, request: Request) -> str:
+        """The model to ask: the request's, else the provider's."""
+        model = request.model or self.model
+        if not model:
+            raise ConfigError(f"{self.name}: no model named, in the request or the provider")
+        return model
+
+    def _http(self) -> httpx2.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx2.Client(timeout=self.timeout)
+            return self._client
+
+    def close(self) -> None:
+        """Close the pooled HTTP connections this provider opened (it stays usable); a client
+        passed in stays open."""
+        with self._lock:
+            client = self._client if self._owns_client else None
+            if client is not None:
+                self._client = None
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _post(self, url: str, *, content: bytes, headers: dict[str, str]) -> httpx2.Response:
+        try:
+            return self._http().post(url, content=content, headers=headers)
+        except httpx2.TransportError as exc:
+            raise transport_error(exc, provider=self.name) from exc
+
+    async def _apost(self, url: str, *, content: bytes, headers: dict[str, str]) -> httpx2.Response:
+        try:
+            if self._async_client is not None:
+                return await self._async_client.post(url, content=content, headers=headers)
+            async with httpx2.AsyncClient(timeout=self.timeout) as client:
+                return await client.post(url, content=content, headers=headers)
+        except httpx2.TransportError as exc:
+            raise transport_error(exc, provider=self.name) from exc
+
+    @contextmanager
+    def _post_stream(
+        self,
+        url: str,
+        *,
+        content: bytes,
+        headers: dict[str, str],
+        params: dict[str, str] | None = None,
+    ) -> Iterator[httpx2.Response]:
+        """A streamed POST; a connection problem, also while reading, is a retryable error."""
+        try:
+            with self._http().stream(
+                "POST", url, params=params, content=content, headers=headers
+            ) as response:
+                yield response
+        except httpx2.TransportError as exc:
+            raise transport_error(exc, provider=self.name) from exc
+
+
+class KeyedHTTPProvider(HTTPProvider):
+    """An :class:`HTTPProvider` that always needs a key: ``api_key``, else the first of the
+    environment variables ``key_variables`` that is set, looked up at each call."""
+
+    key_variables: ClassVar[tuple[str, ...]]
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        key_reference: str | None = None,
+        timeout: httpx2.Timeout | float = DEFAULT_TIMEOUT,
+        http_client: httpx2.Client | None = None,
+        async_http_client: httpx2.AsyncClient | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            base_url=base_url,
+            timeout=timeout,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            extra_headers=extra_headers,
+        )
+        self._api_key = api_key
+        self._key_reference = key_reference
+
+    def _credentials(self) -> tuple[str, str]:
+        """The key and where it came from (``env:VARIABLE``, ...); never logged."""
+        return find_key(self.name, self.key_variables, self._api_key, self._key_reference)
+
+    def _with_model(self, request: Request) -> Request:
+        """``request`` naming the model it will be sent to."""
+        model = self._model(request)
+        return request if model == request.model else request.model_copy(update={"model": model})
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Around the reading of a stream: a connection lost midway is a
+        :class:`~rar.errors.StreamInterruptedError`."""
+        try:
+            yield
+        except httpx2.TransportError as exc:
+            raise StreamInterruptedError(
+                f"the stream was cut ({type(exc).__name__}: {exc})", provider=self.name
+            ) from exc

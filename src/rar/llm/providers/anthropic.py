@@ -43,25 +43,12 @@ the served ``model``. A stream without ``message_stop`` raises
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Mapping
-from types import TracebackType
-from urllib.parse import urlsplit
-
 import httpx2
 import orjson
 
-from rar.errors import ConfigError, MissingAPIKeyError, StreamInterruptedError
 from rar.llm.provider import ChunkCallback
 from rar.llm.providers import _anthropic_wire as wire
-from rar.llm.providers._http import (
-    DEFAULT_TIMEOUT,
-    json_body,
-    raise_for_status,
-    sse_events,
-    transport_error,
-)
+from rar.llm.providers._http import KeyedHTTPProvider, json_body, raise_for_status, sse_events
 from rar.llm.types import Request, Response
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -70,60 +57,20 @@ KEY_VARIABLE = "ANTHROPIC_API_KEY"
 DEFAULT_MAX_TOKENS = wire.DEFAULT_MAX_TOKENS
 
 
-class Anthropic:
+class Anthropic(KeyedHTTPProvider):
     """The Anthropic provider: ``complete``, ``acomplete`` and ``stream`` over the Messages API."""
 
     name = "anthropic"
-
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        key_reference: str | None = None,
-        timeout: httpx2.Timeout | float = DEFAULT_TIMEOUT,
-        http_client: httpx2.Client | None = None,
-        async_http_client: httpx2.AsyncClient | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> None:
-        url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        if urlsplit(url).scheme not in ("http", "https"):
-            raise ConfigError(f"base_url must start with http:// or https://, got {url!r}")
-        self.model = model
-        self.base_url = url.rstrip("/")
-        self._api_key = api_key
-        self._key_reference = key_reference
-        self.timeout = timeout
-        self.extra_headers = dict(extra_headers or {})
-        self._client = http_client
-        self._owns_client = http_client is None
-        self._async_client = async_http_client
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"Anthropic(model={self.model!r}, base_url={self.base_url!r})"
+    base_url_variable = "ANTHROPIC_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    key_variables = (KEY_VARIABLE,)
 
     # --- plumbing ------------------------------------------------------------------------------
-
-    def _credentials(self) -> tuple[str, str]:
-        """The key and where it came from (``env:ANTHROPIC_API_KEY``, ...); never logged."""
-        from_env = os.environ.get(KEY_VARIABLE)
-        if self._api_key:  # named after the variable it came from, when it did
-            origin = f"env:{KEY_VARIABLE}" if self._api_key == from_env else None
-            return self._api_key, self._key_reference or origin or "the api_key argument"
-        if from_env:
-            return from_env, self._key_reference or f"env:{KEY_VARIABLE}"
-        raise MissingAPIKeyError(self.name, [KEY_VARIABLE])
 
     def _prepare(
         self, request: Request, *, stream: bool
     ) -> tuple[Request, str, bytes, dict[str, str], str]:
-        model = request.model or self.model
-        if not model:
-            raise ConfigError(f"{self.name}: no model named, in the request or the provider")
-        if model != request.model:
-            request = request.model_copy(update={"model": model})
+        request = self._with_model(request)
         key, reference = self._credentials()
         body = wire.build_body(request)
         if stream:
@@ -136,29 +83,6 @@ class Anthropic:
         }
         return request, f"{self.base_url}/v1/messages", orjson.dumps(body), headers, reference
 
-    def _http(self) -> httpx2.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = httpx2.Client(timeout=self.timeout)
-            return self._client
-
-    def close(self) -> None:
-        """Close the pooled HTTP connections this provider opened (it stays usable)."""
-        with self._lock:
-            client = self._client if self._owns_client else None
-            if client is not None:
-                self._client = None
-        if client is not None:
-            client.close()
-
-    def __enter__(self) -> Anthropic:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def _answer(self, response: httpx2.Response, request: Request, reference: str) -> Response:
         raise_for_status(response, provider=self.name, key_reference=reference)
         return wire.parse_message(json_body(response, provider=self.name), model=request.model)
@@ -167,46 +91,24 @@ class Anthropic:
 
     def complete(self, request: Request) -> Response:
         request, url, body, headers, reference = self._prepare(request, stream=False)
-        try:
-            response = self._http().post(url, content=body, headers=headers)
-        except httpx2.TransportError as exc:
-            raise transport_error(exc, provider=self.name) from exc
+        response = self._post(url, content=body, headers=headers)
         return self._answer(response, request, reference)
 
     async def acomplete(self, request: Request) -> Response:
         request, url, body, headers, reference = self._prepare(request, stream=False)
-        try:
-            if self._async_client is not None:
-                response = await self._async_client.post(url, content=body, headers=headers)
-            else:
-                async with httpx2.AsyncClient(timeout=self.timeout) as client:
-                    response = await client.post(url, content=body, headers=headers)
-        except httpx2.TransportError as exc:
-            raise transport_error(exc, provider=self.name) from exc
+        response = await self._apost(url, content=body, headers=headers)
         return self._answer(response, request, reference)
 
     def stream(self, request: Request, on_chunk: ChunkCallback) -> Response:
         """Stream content and reasoning pieces to ``on_chunk``; return the whole answer."""
         request, url, body, headers, reference = self._prepare(request, stream=True)
         assembler = wire.StreamAssembler(request.model)
-        try:
-            with self._http().stream("POST", url, content=body, headers=headers) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise_for_status(response, provider=self.name, key_reference=reference)
-                self._consume(response, assembler, on_chunk)
-        except httpx2.TransportError as exc:
-            raise transport_error(exc, provider=self.name) from exc
+        with self._post_stream(url, content=body, headers=headers) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise_for_status(response, provider=self.name, key_reference=reference)
+            with self._reading():
+                for event, data in sse_events(response.iter_lines()):
+                    for chunk in assembler.feed(event, data):
+                        on_chunk(chunk)
         return assembler.response()
-
-    def _consume(
-        self, response: httpx2.Response, assembler: wire.StreamAssembler, on_chunk: ChunkCallback
-    ) -> None:
-        try:
-            for event, data in sse_events(response.iter_lines()):
-                for chunk in assembler.feed(event, data):
-                    on_chunk(chunk)
-        except httpx2.TransportError as exc:
-            raise StreamInterruptedError(
-                f"the stream was cut ({type(exc).__name__}: {exc})", provider=self.name
-            ) from exc

@@ -42,32 +42,20 @@ A blocked prompt (no candidates, ``promptFeedback.blockReason``) raises
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 import orjson
 
-from rar.errors import (
-    AuthenticationError,
-    ConfigError,
-    MissingAPIKeyError,
-    ProviderError,
-    StreamInterruptedError,
-)
+from rar.errors import AuthenticationError, ProviderError
 from rar.llm.provider import ChunkCallback
 from rar.llm.providers import _google as wire
 from rar.llm.providers._http import (
-    DEFAULT_TIMEOUT,
+    KeyedHTTPProvider,
     error_message,
     json_body,
     raise_for_status,
     sse_events,
-    transport_error,
 )
 from rar.llm.types import Request, Response
 
@@ -75,88 +63,24 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
-class Gemini:
+class Gemini(KeyedHTTPProvider):
     """The Gemini provider: ``complete``, ``acomplete`` and ``stream`` over the REST API."""
 
     name = "gemini"
-
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        key_reference: str | None = None,
-        timeout: httpx2.Timeout | float = DEFAULT_TIMEOUT,
-        http_client: httpx2.Client | None = None,
-        async_http_client: httpx2.AsyncClient | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-    ) -> None:
-        url = base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL
-        if urlsplit(url).scheme not in ("http", "https"):
-            raise ConfigError(f"base_url must start with http:// or https://, got {url!r}")
-        self.model = model
-        self.base_url = url.rstrip("/")
-        self._api_key = api_key
-        self._key_reference = key_reference
-        self.timeout = timeout
-        self.extra_headers = dict(extra_headers or {})
-        self._client = http_client
-        self._owns_client = http_client is None
-        self._async_client = async_http_client
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"Gemini(model={self.model!r}, base_url={self.base_url!r})"
+    base_url_variable = "GEMINI_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    key_variables = KEY_VARIABLES
 
     # --- plumbing ------------------------------------------------------------------------------
-
-    def _credentials(self) -> tuple[str, str]:
-        """The key and where it came from (``env:GEMINI_API_KEY``, ...); never logged."""
-        found = [(os.environ.get(v), f"env:{v}") for v in KEY_VARIABLES]
-        if self._api_key:  # named after the variable it came from, when it did
-            origin = next((ref for value, ref in found if value == self._api_key), None)
-            return self._api_key, self._key_reference or origin or "the api_key argument"
-        for value, reference in found:
-            if value:
-                return value, self._key_reference or reference
-        raise MissingAPIKeyError(self.name, list(KEY_VARIABLES))
 
     def _prepare(
         self, request: Request, method: str
     ) -> tuple[Request, str, bytes, dict[str, str], str]:
-        model = request.model or self.model
-        if not model:
-            raise ConfigError(f"{self.name}: no model named, in the request or the provider")
-        if model != request.model:
-            request = request.model_copy(update={"model": model})
+        request = self._with_model(request)
         key, reference = self._credentials()
-        url = f"{self.base_url}/{wire.model_path(model)}:{method}"
+        url = f"{self.base_url}/{wire.model_path(request.model)}:{method}"
         headers = {**self.extra_headers, "x-goog-api-key": key, "content-type": "application/json"}
         return request, url, orjson.dumps(wire.build_body(request)), headers, reference
-
-    def _http(self) -> httpx2.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = httpx2.Client(timeout=self.timeout)
-            return self._client
-
-    def close(self) -> None:
-        """Close the pooled HTTP connections this provider opened (it stays usable)."""
-        with self._lock:
-            client = self._client if self._owns_client else None
-            if client is not None:
-                self._client = None
-        if client is not None:
-            client.close()
-
-    def __enter__(self) -> Gemini:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def _answer(self, response: httpx2.Response, request: Request, reference: str) -> Response:
         check_status(response, key_reference=reference)
@@ -166,51 +90,28 @@ class Gemini:
 
     def complete(self, request: Request) -> Response:
         request, url, body, headers, reference = self._prepare(request, "generateContent")
-        try:
-            response = self._http().post(url, content=body, headers=headers)
-        except httpx2.TransportError as exc:
-            raise transport_error(exc, provider=self.name) from exc
+        response = self._post(url, content=body, headers=headers)
         return self._answer(response, request, reference)
 
     async def acomplete(self, request: Request) -> Response:
         request, url, body, headers, reference = self._prepare(request, "generateContent")
-        try:
-            if self._async_client is not None:
-                response = await self._async_client.post(url, content=body, headers=headers)
-            else:
-                async with httpx2.AsyncClient(timeout=self.timeout) as client:
-                    response = await client.post(url, content=body, headers=headers)
-        except httpx2.TransportError as exc:
-            raise transport_error(exc, provider=self.name) from exc
+        response = await self._apost(url, content=body, headers=headers)
         return self._answer(response, request, reference)
 
     def stream(self, request: Request, on_chunk: ChunkCallback) -> Response:
         """Stream content and reasoning pieces to ``on_chunk``; return the whole answer."""
         request, url, body, headers, reference = self._prepare(request, "streamGenerateContent")
         assembler = wire.StreamAssembler(request.model)
-        try:
-            with self._http().stream(
-                "POST", url, params={"alt": "sse"}, content=body, headers=headers
-            ) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    check_status(response, key_reference=reference)
-                self._consume(response, assembler, on_chunk)
-        except httpx2.TransportError as exc:
-            raise transport_error(exc, provider=self.name) from exc
+        sse = {"alt": "sse"}
+        with self._post_stream(url, params=sse, content=body, headers=headers) as response:
+            if response.status_code >= 400:
+                response.read()
+                check_status(response, key_reference=reference)
+            with self._reading():
+                for _event, data in sse_events(response.iter_lines()):
+                    for chunk in assembler.feed(data):
+                        on_chunk(chunk)
         return assembler.response()
-
-    def _consume(
-        self, response: httpx2.Response, assembler: wire.StreamAssembler, on_chunk: ChunkCallback
-    ) -> None:
-        try:
-            for _event, data in sse_events(response.iter_lines()):
-                for chunk in assembler.feed(data):
-                    on_chunk(chunk)
-        except httpx2.TransportError as exc:
-            raise StreamInterruptedError(
-                f"the stream was cut ({type(exc).__name__}: {exc})", provider=self.name
-            ) from exc
 
 
 # --- errors ------------------------------------------------------------------------------------

@@ -1,0 +1,234 @@
+"""Wire mapping of the OpenAI-compatible providers: requests to JSON bodies and answers back.
+
+Pure functions (no HTTP) shared by the sync, async and streaming paths of
+:class:`rar.llm.providers.openai.OpenAIChat` and :class:`~rar.llm.providers.openai.OpenAIText`,
+so each path maps exactly the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from rar.errors import MalformedResponseError, StreamInterruptedError
+from rar.llm.provider import ChunkCallback
+from rar.llm.types import (
+    FinishReason,
+    Message,
+    Request,
+    ResponseFormat,
+    StreamChunk,
+    ToolCall,
+    Usage,
+)
+
+_FINISH = {reason.value: reason for reason in FinishReason if reason != FinishReason.OTHER}
+_FINISH["function_call"] = FinishReason.TOOL_CALLS  # the pre-tools name of tool_calls
+
+
+# --- wire format: requests ------------------------------------------------------------------
+
+
+def _message(message: Message) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": message.role}
+    if message.role == "assistant" and message.tool_calls:
+        wire["content"] = message.content
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    else:
+        wire["content"] = message.content or ""
+    if message.role == "tool":
+        wire["tool_call_id"] = message.tool_call_id
+    return wire
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _response_format(fmt: ResponseFormat) -> dict[str, Any]:
+    if fmt.type != "json_schema":
+        return {"type": fmt.type}
+    schema: dict[str, Any] = {"name": fmt.name or "response", "schema": fmt.json_schema or {}}
+    if fmt.strict is not None:
+        schema["strict"] = fmt.strict
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def chat_body(request: Request) -> dict[str, Any]:
+    """The body of a ``/chat/completions`` request, without ``model`` and ``stream``."""
+    body: dict[str, Any] = {"messages": [_message(m) for m in request.messages]}
+    if request.tools:
+        body["tools"] = [
+            {"type": "function", "function": t.model_dump(mode="json")} for t in request.tools
+        ]
+    if request.tool_choice:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    body.update(sampling(request, request.stop))
+    if request.response_format is not None:
+        body["response_format"] = _response_format(request.response_format)
+    if request.reasoning_effort:
+        body["reasoning_effort"] = request.reasoning_effort
+    return body
+
+
+def sampling(request: Request, stop: tuple[str, ...]) -> dict[str, Any]:
+    values = {
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_tokens": request.max_tokens,
+        "seed": request.seed,
+        "stop": list(stop) or None,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+# --- wire format: answers -------------------------------------------------------------------
+
+
+def text(value: Any) -> str | None:
+    """Text of a content field: a string, or a list of ``{"type": "text", "text": ...}`` parts."""
+    if isinstance(value, list):
+        value = "".join(p.get("text") or "" for p in value if isinstance(p, dict))
+    return value if isinstance(value, str) and value else None
+
+
+def _count(data: Any, key: str) -> int:
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, int) else 0
+
+
+def usage(data: Any) -> Usage:
+    if not isinstance(data, dict):
+        return Usage()
+    return Usage(
+        input_tokens=_count(data, "prompt_tokens"),
+        cached_input_tokens=_count(data.get("prompt_tokens_details"), "cached_tokens"),
+        output_tokens=_count(data, "completion_tokens"),
+        reasoning_tokens=_count(data.get("completion_tokens_details"), "reasoning_tokens"),
+    )
+
+
+def arguments(value: Any) -> str:
+    if isinstance(value, str):
+        return value or "{}"
+    return "{}" if value is None else orjson.dumps(value).decode()
+
+
+def finish_reason(raw: Any, tool_calls: tuple[ToolCall, ...]) -> FinishReason:
+    finish = _FINISH.get(raw, FinishReason.OTHER) if raw else FinishReason.STOP
+    if tool_calls and finish == FinishReason.STOP:  # Ollama and others say "stop" here
+        finish = FinishReason.TOOL_CALLS
+    return finish
+
+
+def tool_calls(message: dict[str, Any], provider: str) -> tuple[ToolCall, ...]:
+    """The tool calls of a chat answer's ``message``."""
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            raise MalformedResponseError(
+                f"`choices[0].message.tool_calls[{i}]` has no `function.name`",
+                provider=provider,
+            )
+        call_id = str(call.get("id") or f"call_{i}")
+        calls.append(
+            ToolCall(
+                id=call_id,
+                name=str(function["name"]),
+                arguments=arguments(function.get("arguments")),
+            )
+        )
+    return tuple(calls)
+
+
+def first_choice(data: dict[str, Any], provider: str) -> dict[str, Any]:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        problem = "no `choices`" if choices is None else "an empty or invalid `choices`"
+        keys = ", ".join(sorted(data)) or "none"
+        raise MalformedResponseError(f"the answer has {problem} (keys: {keys})", provider=provider)
+    return choices[0]
+
+
+def decode_chunk(data: str, provider: str) -> dict[str, Any]:
+    """One streamed event as a JSON object; an ``error`` event interrupts the stream."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedResponseError(
+            f"a stream event is not JSON ({exc}): {data[:200]!r}", provider=provider
+        ) from exc
+    if not isinstance(chunk, dict):
+        raise MalformedResponseError("a stream event is not a JSON object", provider=provider)
+    if "error" in chunk:
+        error = chunk["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise StreamInterruptedError(
+            f"the server reported an error mid-stream: {message}", provider=provider
+        )
+    return chunk
+
+
+@dataclass
+class _CallSlot:
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StreamState:
+    """What a stream delivered so far, reassembled into the shape of a plain answer."""
+
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, _CallSlot] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Any = None
+    model: str = ""
+    done: bool = False
+
+    def feed(self, delta: dict[str, Any], on_chunk: ChunkCallback) -> None:
+        reasoning = text(delta.get("reasoning_content")) or text(delta.get("reasoning"))
+        if reasoning:
+            self.reasoning.append(reasoning)
+            on_chunk(StreamChunk(kind="reasoning", text=reasoning))
+        content = text(delta.get("content")) or text(delta.get("refusal"))
+        if content:
+            self.content.append(content)
+            on_chunk(StreamChunk(kind="content", text=content))
+        for position, part in enumerate(delta.get("tool_calls") or ()):
+            if not isinstance(part, dict):
+                continue
+            index = part.get("index", position)
+            slot = self.calls.setdefault(index if isinstance(index, int) else position, _CallSlot())
+            function = part.get("function")
+            function = function if isinstance(function, dict) else {}
+            slot.id = slot.id or part.get("id")
+            slot.name = slot.name or function.get("name")
+            fragment = function.get("arguments")
+            if fragment is not None:  # a string fragment, or (some servers) the whole object
+                slot.arguments.append(
+                    fragment if isinstance(fragment, str) else arguments(fragment)
+                )
+
+    def answer(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """A plain (non-streamed) answer holding ``choice``, with what the stream said around it."""
+        choice = {"index": 0, "finish_reason": self.finish_reason, **choice}
+        return {"model": self.model, "choices": [choice], "usage": self.usage}
+
+    def message(self) -> dict[str, Any]:
+        calls = [
+            {"id": s.id, "function": {"name": s.name, "arguments": "".join(s.arguments)}}
+            for _, s in sorted(self.calls.items())
+        ]
+        content, reasoning = "".join(self.content), "".join(self.reasoning)
+        return {"content": content, "reasoning_content": reasoning, "tool_calls": calls}

@@ -526,6 +526,8 @@ class Redactor:
                 out[k] = nv
         return d if out is None else out
 
+    # _redact_list repeats _redact_dict's per-value dispatch on purpose: this runs on every
+    # recorded payload, and a shared helper costs a call per element.
     def _redact_list(self, items: list[Any]) -> list[Any]:
         out: list[Any] | None = None
         min_len = self._min_len

@@ -64,9 +64,9 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def utc_now_iso() -> str:
-    return (
-        datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-    )  # nondeterminism-ok
+    """The wall-clock time for event timestamps (agents read time through ``run.now()``)."""
+    now = datetime.now(UTC)  # nondeterminism-ok: when an event was written, not agent logic
+    return now.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class Store:

@@ -12,7 +12,7 @@ from rar.agent import Agent
 from rar.llm import Message, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
-from rar.runtime.run import Run, record
+from rar.runtime.run import Run
 from rar.store.store import Store
 from rar.tools import calculator
 
@@ -37,23 +37,27 @@ SCRIPT: list[str | Message] = [
 ]
 
 
+def demo_agent(run: Run, question: str) -> dict[str, str]:
+    """The demo's entrypoint: answer ``question`` with the scripted model and the calculator."""
+    client = Client(ScriptedModel(SCRIPT, model=MODEL), run=run, profiles=Profiles())
+    with run.span("agent", agent="assistant"):
+        result = Agent(client, [calculator], max_steps=5, system_prompt=SYSTEM).run(
+            question, run=run
+        )
+    return {"answer": result.text, "stop_reason": result.stop_reason.value}
+
+
 def run_demo(store: Store | None = None, *, seed: int = 7) -> Run:
     """Record the demo run into ``store`` and return the finished :class:`Run`."""
-    run = record(
-        QUESTION,
+    from rar.replay.engine import execute
+
+    return execute(
+        demo_agent,
+        inputs={"question": QUESTION},
+        goal=QUESTION,
         store=store,
         seed=seed,
-        inputs={"question": QUESTION},
         models=[{"provider": "scripted", "model": MODEL}],
         tools=[{"name": calculator.name, "version": calculator.version}],
-        entrypoint="rar.demo:run_demo",
         tags={"kind": "demo"},
     )
-    with run:
-        client = Client(ScriptedModel(SCRIPT, model=MODEL), run=run, profiles=Profiles())
-        with run.span("agent", agent="assistant"):
-            result = Agent(client, [calculator], max_steps=5, system_prompt=SYSTEM).run(
-                QUESTION, run=run
-            )
-        run.finish(result={"answer": result.text, "stop_reason": result.stop_reason.value})
-    return run

@@ -305,3 +305,38 @@ def print_demo(store: Store, run_id: str, *, as_json: bool) -> None:
     console.print(f"  rar show {short}       the timeline of model and tool calls")
     console.print(f"  rar verify {short}     re-hash the chain, blobs and manifest")
     console.print("  rar list              every run in the store")
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+def print_replay(report: Any, *, as_json: bool) -> None:
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    colour = {"reproducible": "green", "partially-reproducible": "yellow"}.get(
+        report.replay_status, "red"
+    )
+    click.echo(
+        f"{click.style(report.replay_status, fg=colour, bold=True)}: run {report.source_run} "
+        f"replayed ({report.mode}) as {report.replay_run}"
+    )
+    click.echo(
+        f"  effects served {report.served} · live {report.live} · mismatched {report.mismatched}"
+    )
+    divergence = report.first_divergence
+    if divergence:
+        where = (
+            f" at {divergence.get('span')} #{divergence.get('ordinal')}"
+            if divergence.get("span")
+            else ""
+        )
+        click.echo(f"  first divergence{where}: {divergence.get('reason')}")
+        for difference in divergence.get("differences") or []:
+            click.echo(
+                f"    {difference['field']}: recorded {_short(difference['expected'], 60)}"
+                f" · now {_short(difference['actual'], 60)}"
+            )
+    for name, differences in report.boundary.items():
+        fields = ", ".join(d["field"] for d in differences[:6])
+        click.echo(f"  boundary: {name} differs ({fields})")

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rar.errors import CanonicalizationError, RunClosedError, RunExistsError
 from rar.redaction import Redactor, default_redactor, redaction_policy
@@ -49,6 +49,9 @@ from rar.store.manifest import Manifest, ParentRef, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
 from rar.store.store import Store, new_run_id, utc_now_iso
 from rar.store.writer import RunWriter
+
+if TYPE_CHECKING:
+    from rar.replay.source import RecordedEffects
 
 T = TypeVar("T")
 ROOT_SPAN = "run"
@@ -114,6 +117,7 @@ class Run:
         self._stats_lock = threading.Lock()
         self._effect_us = 0
         self._before: Snapshot | None = None
+        self._source: RecordedEffects | None = None
         self._started = time.perf_counter_ns()
         self.finished = False
 
@@ -138,7 +142,7 @@ class Run:
 
     @property
     def mode(self) -> str:
-        return "record"
+        return "record" if self._source is None else self._source.mode
 
     @property
     def span_path(self) -> str:
@@ -152,6 +156,10 @@ class Run:
     def effect(self, kind: str, request: Any, perform: Callable[[], T]) -> T:
         """Perform an effect through the record; return its (recorded) result."""
         span, ordinal, request_ref = self._prepare(kind, request)
+        if self._source is not None:
+            served = self._from_source(span, ordinal, kind, request_ref)
+            if served is not None:
+                return self._serve(span, ordinal, kind, request_ref, served)  # type: ignore[no-any-return]
         start = time.perf_counter_ns()
         try:
             result = perform()
@@ -163,6 +171,10 @@ class Run:
     async def aeffect(self, kind: str, request: Any, perform: Callable[[], Awaitable[T]]) -> T:
         """The asynchronous form of :meth:`effect`."""
         span, ordinal, request_ref = self._prepare(kind, request)
+        if self._source is not None:
+            served = self._from_source(span, ordinal, kind, request_ref)
+            if served is not None:
+                return self._serve(span, ordinal, kind, request_ref, served)  # type: ignore[no-any-return]
         start = time.perf_counter_ns()
         try:
             result = await perform()
@@ -170,6 +182,59 @@ class Run:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise
         return self._record_result(span, kind, ordinal, request_ref, result, start)
+
+    def _from_source(
+        self, span: Span, ordinal: int, kind: str, request_ref: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The recorded event to serve this effect from, or None to perform it live."""
+        from rar.replay.source import NondeterminismError
+
+        assert self._source is not None
+        try:
+            served = self._source.serve(span.path, ordinal, kind, request_ref["digest"])
+        except NondeterminismError as exc:
+            expected = exc.details.get("expected") or {}
+            if expected.get("seq") is not None:
+                exc.details["differences"] = self._request_differences(
+                    int(expected["seq"]), request_ref
+                )
+                exc.differences = exc.details["differences"]  # type: ignore[attr-defined]
+            raise
+        return None if served is None else served.event
+
+    def _request_differences(self, seq: int, request_ref: dict[str, Any]) -> list[dict[str, Any]]:
+        from rar.replay.fields import field_differences
+
+        assert self._source is not None
+        recorded = next(
+            e for e in self._source.by_identity.values() if int(e["seq"]) == seq
+        )
+        try:
+            expected = self.store.resolve_payload(recorded["request"])
+            actual = self.store.resolve_payload(_plain_ref(request_ref))
+        except Exception:  # the diff is an explanation; the error stands without it
+            return []
+        return field_differences(expected, actual)
+
+    def _serve(
+        self,
+        span: Span,
+        ordinal: int,
+        kind: str,
+        request_ref: dict[str, Any],
+        event: dict[str, Any],
+    ) -> Any:
+        """Record a served effect in this run and hand back its recorded result or error."""
+        from rar.replay.source import exception_from_record
+
+        duration = int(event.get("duration_us", 0))
+        self._append_effect(
+            span, kind, ordinal, request_ref, duration,
+            result=event.get("result"), error=event.get("error"),
+        )
+        if "error" in event:
+            raise exception_from_record(event["error"])
+        return self.store.resolve_payload(event.get("result"))
 
     def _prepare(self, kind: str, request: Any) -> tuple[Span, int, dict[str, Any]]:
         if self.finished:
@@ -532,3 +597,15 @@ def record(
         writer.abandon()
         raise
     return run
+
+
+def _plain_ref(ref: dict[str, Any]) -> dict[str, Any]:
+    """A payload reference whose inline value is plain JSON (not a Canonical part)."""
+    from rar.hashing import Canonical
+
+    value = ref.get("value")
+    if isinstance(value, Canonical):
+        import orjson
+
+        return {**ref, "value": orjson.loads(value.data)}
+    return ref

@@ -139,6 +139,13 @@ class CheckpointEvent(EventBase):
     state: PayloadRef | None = None
 
 
+class ReplayEvent(EventBase):
+    """The report of a replay, stored in the replayed run before it finishes."""
+
+    type: Literal["replay"] = "replay"
+    report: PayloadRef
+
+
 class NoteEvent(EventBase):
     """Free-form bookkeeping from the runtime (a repaired torn tail, a warning)."""
 
@@ -161,6 +168,7 @@ Event = Annotated[
     | EvidenceEvent
     | AuditEvent
     | CheckpointEvent
+    | ReplayEvent
     | NoteEvent,
     Field(discriminator="type"),
 ]
@@ -182,6 +190,7 @@ EVENT_MODELS: dict[str, type[EventBase]] = {
         EvidenceEvent,
         AuditEvent,
         CheckpointEvent,
+        ReplayEvent,
         NoteEvent,
     )
 }

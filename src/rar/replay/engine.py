@@ -1,0 +1,276 @@
+"""Execute a run from an entrypoint, and replay a recorded run against its record.
+
+A run made with :func:`execute` names its **entrypoint** (``module:function``) and its inputs
+in the manifest. The function is called as ``function(run, **inputs)`` and its return value is
+the run's result. :func:`replay` re-creates that call against the record:
+
+* ``strict``: every effect is served from the record by (span path, ordinal); anything else is
+  a :class:`~rar.replay.source.NondeterminismError` with the expected and actual request and a
+  field-level diff;
+* ``cached``: effects are served by request digest in any order; a request never recorded is a
+  miss (performed live only with ``allow_live``);
+* ``fork``: strict up to event ``at``, then live — a branch, optionally with changed settings.
+
+The replay is itself a new run (naming its parent) whose record ends with a ``replay`` event
+holding the :class:`ReplayReport`: the status, counts of served / live / mismatched effects,
+the first divergence and the reproducibility boundary (what differs in the environment, the
+models, the tools and the inputs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rar.errors import RarError, UserError
+from rar.redaction import Redactor
+from rar.replay.fields import field_differences
+from rar.replay.source import Mode, NondeterminismError, RecordedEffects, ReplayMissError
+from rar.runtime.fingerprint import environment_fingerprint
+from rar.runtime.run import Run, error_value, record
+from rar.store.manifest import Manifest, RunStatus
+from rar.store.store import Store
+
+Entrypoint = str | Callable[..., Any]
+STATUSES = ("reproducible", "partially-reproducible", "non-reproducible", "not-replayed")
+
+
+class ReplayRefusedError(UserError):
+    """The run cannot be replayed (no entrypoint, it no longer imports, damaged, in use)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    source_run: str
+    replay_run: str | None
+    mode: str
+    replay_status: str
+    served: int = 0
+    live: int = 0
+    mismatched: int = 0
+    first_divergence: dict[str, Any] | None = None
+    unconsumed: list[dict[str, Any]] = field(default_factory=list)
+    result_equal: bool | None = None
+    boundary: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+    @property
+    def reproducible(self) -> bool:
+        return self.replay_status == "reproducible"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def entrypoint_name(entrypoint: Entrypoint) -> str:
+    if isinstance(entrypoint, str):
+        return entrypoint
+    return f"{entrypoint.__module__}:{entrypoint.__qualname__}"
+
+
+def load_entrypoint(name: str) -> Callable[..., Any]:
+    module_name, _, attribute = name.partition(":")
+    if not module_name or not attribute:
+        raise ReplayRefusedError(f"entrypoint {name!r} is not of the form module:function")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ReplayRefusedError(
+            f"the run's entrypoint {name} no longer imports ({type(exc).__name__}: {exc}); "
+            "restore the code it was recorded with, or pass the function to replay()",
+            entrypoint=name,
+        ) from exc
+    if not callable(target):
+        raise ReplayRefusedError(f"entrypoint {name} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def execute(
+    entrypoint: Entrypoint,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    goal: str | None = None,
+    store: Store | str | None = None,
+    **record_options: Any,
+) -> Run:
+    """Record a run of ``entrypoint(run, **inputs)``; return the finished run."""
+    function = load_entrypoint(entrypoint) if isinstance(entrypoint, str) else entrypoint
+    run = record(goal, store=store, inputs=dict(inputs or {}),
+                 entrypoint=entrypoint_name(entrypoint), **record_options)
+    _call(run, function, dict(inputs or {}))
+    return run
+
+
+def _call(run: Run, function: Callable[..., Any], inputs: dict[str, Any]) -> BaseException | None:
+    """Run the function in the run; finish the run; return the exception it raised, if any."""
+    try:
+        result = function(run, **inputs)
+    except Exception as exc:
+        if not run.finished:
+            run.finish(RunStatus.FAILED, error=exc)
+        return exc
+    if not run.finished:
+        run.finish(RunStatus.COMPLETED, result=result)
+    return None
+
+
+def replay(
+    source_ref: str,
+    *,
+    store: Store | str | None = None,
+    mode: Mode = "strict",
+    allow_live: bool = False,
+    function: Callable[..., Any] | None = None,
+    at: int | None = None,
+    redactor: Redactor | None = None,
+) -> ReplayReport:
+    """Re-execute a recorded run against its record; return the report."""
+    from rar.store.verify import verify_store
+
+    store = store if isinstance(store, Store) else Store(store)
+    source_id = store.resolve(source_ref)
+    if store.is_writing(source_id):
+        raise ReplayRefusedError(
+            f"run {source_id} is still being written by another process; replay it when it "
+            "has finished"
+        )
+    check = verify_store(store, [source_id])
+    if not check.ok:
+        listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
+        raise ReplayRefusedError(
+            f"run {source_id} fails verification, so its record cannot be trusted for replay "
+            f"({listed}). `rar verify {source_id}` lists every problem."
+        )
+    manifest = store.manifest(source_id)
+    if function is None:
+        if not manifest.entrypoint:
+            raise ReplayRefusedError(
+                f"run {source_id} records no entrypoint; pass the function to replay() or "
+                "record runs with rar.execute()"
+            )
+        function = load_entrypoint(manifest.entrypoint)
+    events = store.events(source_id)
+    last_seq = int(events[-1]["seq"]) if events else 0
+    if at is not None and not 0 <= at <= last_seq:
+        raise ReplayRefusedError(f"run {source_id} has events 1..{last_seq}; cannot branch at {at}")
+    if mode == "fork" and at is None:
+        at = last_seq
+    inputs = {name: store.resolve_payload(ref.model_dump(exclude_unset=True))
+              for name, ref in manifest.inputs.items()}
+    source = RecordedEffects.load(store, source_id, mode, until_seq=at, allow_live=allow_live)
+    options: dict[str, Any] = {
+        "seed": manifest.config.get("seed"),
+        "config": {k: v for k, v in manifest.config.items() if k not in ("seed", "durable")},
+        "models": manifest.models, "tools": manifest.tools, "tags": {
+            **manifest.tags, "replay_of": source_id, "replay_mode": mode},
+        "corpus_digest": manifest.corpus_digest, "secrets": manifest.secrets,
+    }
+    if redactor is not None:
+        options["redactor"] = redactor
+    run = record(manifest.goal, store=store, inputs=inputs, entrypoint=manifest.entrypoint,
+                 parent=(source_id, at if at is not None else last_seq), **options)
+    run._source = source
+    try:
+        outcome: tuple[str, Any] = ("result", function(run, **inputs))
+    except Exception as exc:
+        outcome = ("error", exc)
+    return _report(store, manifest, events, run, source, mode, outcome)
+
+
+def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run: Run,
+            source: RecordedEffects, mode: str, outcome: tuple[str, Any]) -> ReplayReport:
+    """Judge the replay, log the report in the replayed run, and seal that run."""
+    outcome_kind, value = outcome
+    failure = value if outcome_kind == "error" else None
+    original = next((e for e in reversed(events) if e.get("type") == "run.finished"), None)
+    divergence: dict[str, Any] | None = None
+    mismatched = 0
+    result_equal: bool | None = None
+    if isinstance(failure, NondeterminismError):
+        mismatched = 1
+        details = failure.details
+        divergence = {"reason": failure.message, "span": details.get("span"),
+                      "ordinal": details.get("ordinal"), "kind": details.get("kind"),
+                      "expected": details.get("expected"), "actual": details.get("actual"),
+                      "differences": details.get("differences", [])}
+    elif isinstance(failure, ReplayMissError):
+        mismatched = 1
+        divergence = {"reason": failure.message, **{k: failure.details.get(k)
+                                                   for k in ("span", "ordinal", "kind")}}
+    unconsumed = [] if mode == "fork" else [
+        {"span": e["span"], "ordinal": e["ordinal"], "kind": e["kind"], "seq": e["seq"]}
+        for e in source.unconsumed()
+    ]
+    if divergence is None and unconsumed and mode == "strict":
+        first = unconsumed[0]
+        divergence = {"reason": "the re-executed code stopped before effects the record has",
+                      **first}
+    if divergence is None and original is not None:
+        recorded_error = original.get("error")
+        if outcome_kind == "error":
+            mine = error_value(value)
+            result_equal = bool(recorded_error) and recorded_error.get("type") == mine["type"]
+        else:
+            expected = store.resolve_payload(original.get("result"))
+            result_equal = recorded_error is None and _same(expected, value)
+            if not result_equal:
+                divergence = {"reason": "the final result differs",
+                              "differences": field_differences(expected, _jsonable(value))}
+    if divergence is not None:
+        status = "non-reproducible"
+    elif source.live or source.misses:
+        status = "partially-reproducible"
+    else:
+        status = "reproducible"
+    report = ReplayReport(
+        source_run=manifest.run_id, replay_run=run.id, mode=mode, replay_status=status,
+        served=source.served, live=source.live, mismatched=mismatched,
+        first_divergence=divergence, unconsumed=unconsumed, result_equal=result_equal,
+        boundary=_boundary(manifest, run.manifest),
+        error=error_value(failure) if failure is not None else None,
+    )
+    run.log_event("replay", report=report.as_dict())
+    if failure is not None:
+        run.finish(RunStatus.FAILED, error=failure)
+    else:
+        run.finish(RunStatus.COMPLETED, result=value)
+    return report
+
+
+def _jsonable(value: Any) -> Any:
+    import orjson
+
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError:
+        return repr(value)
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    from rar.hashing import digest_value
+
+    try:
+        return digest_value(expected) == digest_value(_jsonable(actual))
+    except RarError:
+        return False
+
+
+def _boundary(source: Manifest, replayed: Manifest) -> dict[str, Any]:
+    """What differs around the code: environment, models, tools, inputs, corpus."""
+    boundary: dict[str, Any] = {}
+    env = field_differences(source.environment, environment_fingerprint())
+    if env:
+        boundary["environment"] = env
+    for name in ("models", "tools", "corpus_digest"):
+        a, b = getattr(source, name), getattr(replayed, name)
+        if a != b:
+            boundary[name] = field_differences(a, b)
+    inputs = {k: v.digest for k, v in source.inputs.items()}
+    replayed_inputs = {k: v.digest for k, v in replayed.inputs.items()}
+    if inputs != replayed_inputs:
+        boundary["inputs"] = field_differences(inputs, replayed_inputs)
+    return boundary

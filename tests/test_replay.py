@@ -1,0 +1,294 @@
+"""Replay re-executes a run against its record and says exactly where and why it diverges."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from rar.agent import Agent
+from rar.demo import QUESTION, SCRIPT, demo_agent, run_demo
+from rar.llm import ScriptedModel
+from rar.llm.client import Client
+from rar.llm.profiles import Profiles
+from rar.redaction import Redactor
+from rar.replay import (
+    NondeterminismError,
+    ReplayRefusedError,
+    execute,
+    replay,
+)
+from rar.runtime.run import Run
+from rar.store.store import Store
+from rar.store.verify import verify_store
+from rar.tools import calculator
+
+QUIET = Redactor(env={})
+
+
+def variant(system: str) -> Any:
+    """The demo agent with another system prompt: a one-line change of behaviour."""
+
+    def agent(run: Run, question: str) -> dict[str, str]:
+        client = Client(ScriptedModel(SCRIPT, model="demo"), run=run, profiles=Profiles())
+        with run.span("agent", agent="assistant"):
+            result = Agent(client, [calculator], max_steps=5, system_prompt=system).run(
+                question, run=run
+            )
+        return {"answer": result.text, "stop_reason": result.stop_reason.value}
+
+    return agent
+
+
+def test_the_demo_replays_strictly_as_reproducible(store: Store) -> None:
+    run = run_demo(store)
+    report = replay(run.id, store=store, redactor=QUIET)
+    assert report.replay_status == "reproducible" and report.reproducible
+    assert report.served == 5 and report.live == 0 and report.mismatched == 0
+    assert report.result_equal is True and report.first_divergence is None
+    replayed = store.manifest(report.replay_run)
+    assert replayed.parent is not None and replayed.parent.run_id == run.id
+    assert replayed.tags["replay_mode"] == "strict"
+    stored = [e for e in store.events(report.replay_run) if e["type"] == "replay"]
+    assert store.resolve_payload(stored[0]["report"])["replay_status"] == "reproducible"
+    assert verify_store(store).ok
+
+
+def test_cached_replay_serves_by_request_digest(store: Store) -> None:
+    run = run_demo(store)
+    report = replay(run.id, store=store, mode="cached", redactor=QUIET)
+    assert report.replay_status == "reproducible" and report.served == 5
+
+
+def test_changed_agent_code_is_caught_at_the_first_model_call_with_a_field_diff(
+    store: Store,
+) -> None:
+    run = run_demo(store)
+    report = replay(run.id, store=store, function=variant("You are sloppy."), redactor=QUIET)
+    assert report.replay_status == "non-reproducible" and report.mismatched == 1
+    divergence = report.first_divergence
+    assert divergence is not None
+    assert (divergence["span"], divergence["ordinal"], divergence["kind"]) == (
+        "run/agent/step",
+        0,
+        "llm",
+    )
+    fields = {d["field"] for d in divergence["differences"]}
+    assert "request.messages[0].content" in fields
+    assert report.error is not None and report.error["type"] == "NondeterminismError"
+
+
+def test_code_that_does_more_than_recorded_is_nondeterministic(store: Store) -> None:
+    def once(run: Run) -> int:
+        return run.effect("tool", {"n": 1}, lambda: 1)
+
+    def twice(run: Run) -> int:
+        run.effect("tool", {"n": 1}, lambda: 1)
+        return run.effect("tool", {"n": 2}, lambda: 2)
+
+    run = execute(once, store=store, redactor=QUIET)
+    report = replay(run.id, store=store, function=twice, redactor=QUIET)
+    assert report.replay_status == "non-reproducible"
+    assert "does more than it did" in report.first_divergence["reason"]
+
+
+def test_code_that_does_less_than_recorded_is_nondeterministic(store: Store) -> None:
+    def twice(run: Run) -> int:
+        run.effect("tool", {"n": 1}, lambda: 1)
+        return run.effect("tool", {"n": 2}, lambda: 2)
+
+    run = execute(twice, store=store, redactor=QUIET)
+    report = replay(
+        run.id,
+        store=store,
+        function=lambda run: run.effect("tool", {"n": 1}, lambda: 1),
+        redactor=QUIET,
+    )
+    assert report.replay_status == "non-reproducible"
+    assert report.unconsumed == [{"span": "run", "ordinal": 1, "kind": "tool", "seq": 4}]
+
+
+def test_effects_are_not_performed_again_in_a_replay(store: Store) -> None:
+    performed: list[int] = []
+
+    def work(run: Run) -> int:
+        return run.effect("tool", {"n": 1}, lambda: performed.append(1) or 41) + 1
+
+    run = execute(work, store=store, redactor=QUIET)
+    assert performed == [1]
+    report = replay(run.id, store=store, function=work, redactor=QUIET)
+    assert report.reproducible and performed == [1]
+
+
+def test_clock_randomness_and_ids_are_served_from_the_record(store: Store) -> None:
+    def sample(run: Run) -> list[Any]:
+        return [run.now().isoformat(), run.random(), str(run.uuid())]
+
+    run = execute(sample, store=store, redactor=QUIET)
+    report = replay(run.id, store=store, function=sample, redactor=QUIET)
+    assert report.reproducible
+    assert store.resolve_payload(store.events(report.replay_run)[-1]["result"]) == (
+        store.resolve_payload(store.events(run.id)[-1]["result"])
+    )
+
+
+def test_a_recorded_error_is_raised_again_with_its_class(store: Store) -> None:
+    def careful(run: Run) -> str:
+        def boom() -> None:
+            raise ZeroDivisionError("division by zero")
+
+        try:
+            run.effect("tool", {"op": "divide"}, boom)
+        except ZeroDivisionError as exc:
+            return f"recovered from {exc}"
+        return "no error"
+
+    run = execute(careful, store=store, redactor=QUIET)
+    report = replay(run.id, store=store, function=careful, redactor=QUIET)
+    assert report.reproducible and report.result_equal
+
+
+def test_parallel_branches_that_interleave_differently_still_replay(store: Store) -> None:
+    async def branch(run: Run, name: str, delays: list[float]) -> list[str]:
+        out = []
+        with run.span(name):
+            for i, delay in enumerate(delays):
+
+                async def call(i: int = i, delay: float = delay) -> str:
+                    await asyncio.sleep(delay)
+                    return f"{name}{i}"
+
+                out.append(await run.aeffect("llm", {"b": name, "i": i}, call))
+        return out
+
+    def parallel(run: Run, delays_a: list[float], delays_b: list[float]) -> list[Any]:
+        async def main() -> list[Any]:
+            return list(
+                await asyncio.gather(branch(run, "a", delays_a), branch(run, "b", delays_b))
+            )
+
+        return asyncio.run(main())
+
+    run = execute(
+        parallel,
+        inputs={"delays_a": [0.02, 0.0], "delays_b": [0.0, 0.02]},
+        store=store,
+        redactor=QUIET,
+    )
+    report = replay(run.id, store=store, function=parallel, redactor=QUIET)
+    assert report.reproducible
+
+
+def test_cached_replay_reports_a_new_request_and_goes_live_only_when_allowed(
+    store: Store,
+) -> None:
+    run = run_demo(store)
+    report = replay(
+        run.id, store=store, mode="cached", function=variant("Be terse."), redactor=QUIET
+    )
+    assert report.replay_status == "non-reproducible"
+    assert "never recorded" in report.first_divergence["reason"]
+    live = replay(
+        run.id,
+        store=store,
+        mode="cached",
+        function=variant("Be terse."),
+        allow_live=True,
+        redactor=QUIET,
+    )
+    assert live.replay_status == "partially-reproducible" and live.live >= 1
+
+
+def test_fork_serves_up_to_k_then_goes_live_into_a_new_run(store: Store) -> None:
+    def steps(run: Run) -> list[int]:
+        return [run.effect("tool", {"n": i}, lambda i=i: i * 10) for i in range(4)]
+
+    run = execute(steps, store=store, redactor=QUIET)
+    effects = [e for e in store.events(run.id) if e["type"] == "effect"]
+    at = effects[1]["seq"]  # keep the first two effects
+    report = replay(run.id, store=store, mode="fork", at=at, function=steps, redactor=QUIET)
+    assert report.served == 2 and report.live == 2
+    manifest = store.manifest(report.replay_run)
+    assert manifest.parent is not None and (manifest.parent.run_id, manifest.parent.seq) == (
+        run.id,
+        at,
+    )
+
+
+def test_replay_refuses_an_entrypoint_that_no_longer_imports(store: Store) -> None:
+    run = run_demo(store)
+    path = store.run_dir(run.id) / "manifest.json"
+    text = path.read_text().replace("rar.demo:demo_agent", "rar.gone:agent")
+    path.write_text(text)
+    with pytest.raises(ReplayRefusedError):  # the edited manifest fails verification first
+        replay(run.id, store=store)
+
+
+def test_replay_refuses_a_missing_entrypoint_module_cleanly(store: Store) -> None:
+    from rar.replay.engine import load_entrypoint
+
+    with pytest.raises(ReplayRefusedError, match="no longer imports"):
+        load_entrypoint("rar.gone:agent")
+
+
+def test_replay_refuses_a_corrupt_log_and_shows_the_verify_errors(store: Store) -> None:
+    run = run_demo(store)
+    log = store.run_dir(run.id) / "events.jsonl"
+    log.write_bytes(log.read_bytes().replace(b"calculator", b"calculatoR", 1))
+    with pytest.raises(ReplayRefusedError, match=r"fails verification.*chain"):
+        replay(run.id, store=store)
+
+
+def test_replay_refuses_a_run_that_is_still_being_written(store: Store) -> None:
+    from rar.runtime.run import record
+
+    open_run = record("busy", store=store, redactor=QUIET)
+    try:
+        with pytest.raises(ReplayRefusedError, match="still being written"):
+            replay(open_run.id, store=store)
+    finally:
+        open_run.finish()
+
+
+def test_branching_past_the_end_is_refused(store: Store) -> None:
+    run = run_demo(store)
+    with pytest.raises(ReplayRefusedError, match="cannot branch at 9999"):
+        replay(run.id, store=store, mode="fork", at=9999)
+
+
+def test_rar_replay_exits_0_when_reproducible_and_1_when_not(store_path: Path) -> None:
+    import orjson
+
+    from rar.cli import cli
+
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--store", str(store_path), "demo", "--json"]).stdout
+    run_id = orjson.loads(out)["run_id"]
+    result = runner.invoke(cli, ["--store", str(store_path), "replay", run_id, "--json"])
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout)["replay_status"] == "reproducible"
+    human = runner.invoke(cli, ["--store", str(store_path), "replay", run_id[-8:]])
+    assert human.exit_code == 0 and "reproducible" in human.stdout
+
+
+def test_nondeterminism_error_carries_where_and_what(store: Store) -> None:
+    def one(run: Run) -> int:
+        return run.effect("tool", {"n": 1}, lambda: 1)
+
+    run = execute(one, store=store, redactor=QUIET)
+    from rar.replay import RecordedEffects
+
+    source = RecordedEffects.load(store, run.id, "strict")
+    with pytest.raises(NondeterminismError) as info:
+        source.serve("run", 0, "tool", "sha256:" + "0" * 64)
+    assert info.value.details["span"] == "run" and info.value.details["ordinal"] == 0
+
+
+def test_the_demo_entrypoint_is_recorded_and_importable(store: Store) -> None:
+    run = run_demo(store)
+    assert store.manifest(run.id).entrypoint == "rar.demo:demo_agent"
+    assert store.manifest(run.id).inputs["question"].value == QUESTION
+    assert demo_agent.__module__ == "rar.demo"

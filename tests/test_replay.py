@@ -292,3 +292,63 @@ def test_the_demo_entrypoint_is_recorded_and_importable(store: Store) -> None:
     assert store.manifest(run.id).entrypoint == "rar.demo:demo_agent"
     assert store.manifest(run.id).inputs["question"].value == QUESTION
     assert demo_agent.__module__ == "rar.demo"
+
+
+def test_resume_continues_an_interrupted_run_in_the_same_log(store: Store) -> None:
+    from rar.replay import resume
+
+    calls: list[int] = []
+
+    def steps(run: Run, stop_after: int) -> list[int]:
+        out = []
+        for i in range(4):
+            out.append(run.effect("tool", {"n": i}, lambda i=i: calls.append(i) or i * 10))
+            if len(out) == stop_after:
+                raise KeyboardInterrupt  # the process is stopped here
+        return out
+
+    from rar.runtime.run import record
+
+    run = record("stopped", store=store, redactor=QUIET, inputs={"stop_after": 2},
+                 entrypoint="tests:steps")
+    with pytest.raises(KeyboardInterrupt):
+        steps(run, 2)
+    run._writer.close()  # the process dies: the run stays RUNNING, lock released
+    assert calls == [0, 1]
+    report = resume(run.id, store=store, function=lambda run, stop_after: steps(run, 99),
+                    redactor=QUIET)
+    assert report.reproducible and report.served == 2 and report.live == 2
+    assert calls == [0, 1, 2, 3]
+    events = store.events(run.id)
+    effects = [e for e in events if e["type"] == "effect"]
+    assert [e["ordinal"] for e in effects] == [0, 1, 2, 3]  # nothing written twice
+    assert store.manifest(run.id).status == "completed"
+    assert verify_store(store, [run.id]).ok
+
+
+def test_resume_refuses_a_completed_run(store: Store) -> None:
+    from rar.replay import resume
+
+    run = run_demo(store)
+    with pytest.raises(ReplayRefusedError, match="nothing to resume"):
+        resume(run.id, store=store)
+
+
+def test_branch_with_a_changed_setting_names_its_parent(store: Store) -> None:
+    def sample(run: Run) -> list[float]:
+        return [run.random() for _ in range(3)]
+
+    run = execute(sample, store=store, seed=1, redactor=QUIET)
+    effects = [e for e in store.events(run.id) if e["type"] == "effect"]
+    report = replay(run.id, store=store, mode="fork", at=effects[0]["seq"], function=sample,
+                    overrides={"seed": 2}, redactor=QUIET)
+    original = store.resolve_payload(store.events(run.id)[-1]["result"])
+    branched = store.resolve_payload(store.events(report.replay_run)[-1]["result"])
+    assert branched[0] == original[0] and branched[1:] != original[1:]
+    assert store.manifest(report.replay_run).config["seed"] == 2
+
+
+def test_an_unknown_setting_is_refused_with_the_settable_ones(store: Store) -> None:
+    run = run_demo(store)
+    with pytest.raises(ReplayRefusedError, match="unknown setting 'colour'.*seed"):
+        replay(run.id, store=store, mode="fork", at=3, overrides={"colour": "red"})

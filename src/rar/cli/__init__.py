@@ -145,35 +145,6 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
     ctx.exit(0 if report.ok else 1)
 
 
-@cli.command("replay")
-@click.argument("run_ref", metavar="RUN")
-@click.option(
-    "--mode",
-    type=click.Choice(["strict", "cached"]),
-    default="strict",
-    show_default=True,
-    help="strict: every effect served in order per span; cached: by request digest.",
-)
-@click.option(
-    "--allow-live", is_flag=True, help="cached mode: perform requests that were never recorded."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
-@click.pass_context
-def replay_(ctx: click.Context, run_ref: str, mode: str, allow_live: bool, as_json: bool) -> None:
-    """Re-execute a run offline against its record; exit 0 only when it is reproducible."""
-    from rar.cli.render import print_replay
-    from rar.replay import replay
-
-    report = replay(
-        run_ref,
-        store=_store(ctx),
-        mode=mode,  # type: ignore[arg-type]
-        allow_live=allow_live,
-    )
-    print_replay(report, as_json=as_json)
-    ctx.exit(0 if report.reproducible else 1)
-
-
 @cli.command("ask")
 @click.argument("prompt")
 @click.option(
@@ -281,6 +252,21 @@ def cache_explain(
             f"  {difference['field']}: cached {difference['cached']!r}"
             f" · asked {difference['requested']!r}"
         )
+
+
+def _register() -> None:
+    from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
+
+    for command in (replay_command, branch, resume_command, lineage):
+        cli.add_command(command)
+    try:
+        from rar.cli.diff_cmd import diff_command
+    except ImportError:  # pragma: no cover - during development of the diff command
+        return
+    cli.add_command(diff_command, "diff")
+
+
+_register()
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The reproducibility engine: execute runs from an entrypoint, replay them, explain divergence."""
 
-from rar.replay.engine import ReplayRefusedError, ReplayReport, execute, replay
+from rar.replay.engine import ReplayRefusedError, ReplayReport, execute, replay, resume
 from rar.replay.source import NondeterminismError, RecordedEffects, ReplayMissError
 
 __all__ = [
@@ -11,4 +11,5 @@ __all__ = [
     "ReplayReport",
     "execute",
     "replay",
+    "resume",
 ]

@@ -126,45 +126,42 @@ def replay(
     allow_live: bool = False,
     function: Callable[..., Any] | None = None,
     at: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
     redactor: Redactor | None = None,
 ) -> ReplayReport:
-    """Re-execute a recorded run against its record; return the report."""
-    from rar.store.verify import verify_store
+    """Re-execute a recorded run against its record; return the report.
+
+    ``overrides`` (fork) change the seed, a config key or an input of the new run.
+    """
 
     store = store if isinstance(store, Store) else Store(store)
     source_id = store.resolve(source_ref)
-    if store.is_writing(source_id):
-        raise ReplayRefusedError(
-            f"run {source_id} is still being written by another process; replay it when it "
-            "has finished"
-        )
-    check = verify_store(store, [source_id])
-    if not check.ok:
-        listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
-        raise ReplayRefusedError(
-            f"run {source_id} fails verification, so its record cannot be trusted for replay "
-            f"({listed}). `rar verify {source_id}` lists every problem."
-        )
-    manifest = store.manifest(source_id)
-    if function is None:
-        if not manifest.entrypoint:
-            raise ReplayRefusedError(
-                f"run {source_id} records no entrypoint; pass the function to replay() or "
-                "record runs with rar.execute()"
-            )
-        function = load_entrypoint(manifest.entrypoint)
+    manifest, function = _replayable(store, source_id, function)
     events = store.events(source_id)
     last_seq = int(events[-1]["seq"]) if events else 0
     if at is not None and not 0 <= at <= last_seq:
         raise ReplayRefusedError(f"run {source_id} has events 1..{last_seq}; cannot branch at {at}")
     if mode == "fork" and at is None:
         at = last_seq
-    inputs = {name: store.resolve_payload(ref.model_dump(exclude_unset=True))
-              for name, ref in manifest.inputs.items()}
+    inputs = _inputs(store, manifest)
+    config = {k: v for k, v in manifest.config.items() if k not in ("seed", "durable")}
+    seed = manifest.config.get("seed")
+    for key, value in (overrides or {}).items():
+        if key == "seed":
+            seed = int(value)
+        elif key in inputs:
+            inputs[key] = value
+        elif key in config or key in ("model", "mode", "max_steps"):
+            config[key] = value
+        else:
+            allowed = ", ".join(sorted({"seed", "model", "mode", "max_steps", *config, *inputs}))
+            raise ReplayRefusedError(
+                f"unknown setting {key!r} for run {source_id}; settable: {allowed}"
+            )
     source = RecordedEffects.load(store, source_id, mode, until_seq=at, allow_live=allow_live)
     options: dict[str, Any] = {
-        "seed": manifest.config.get("seed"),
-        "config": {k: v for k, v in manifest.config.items() if k not in ("seed", "durable")},
+        "seed": seed,
+        "config": config,
         "models": manifest.models, "tools": manifest.tools, "tags": {
             **manifest.tags, "replay_of": source_id, "replay_mode": mode},
         "corpus_digest": manifest.corpus_digest, "secrets": manifest.secrets,
@@ -179,6 +176,95 @@ def replay(
     except Exception as exc:
         outcome = ("error", exc)
     return _report(store, manifest, events, run, source, mode, outcome)
+
+
+def _replayable(
+    store: Store, run_id: str, function: Callable[..., Any] | None
+) -> tuple[Manifest, Callable[..., Any]]:
+    """Refuse runs that cannot be trusted or re-created; return the manifest and function."""
+    from rar.store.verify import verify_store
+
+    if store.is_writing(run_id):
+        raise ReplayRefusedError(
+            f"run {run_id} is still being written by another process; replay it when it "
+            "has finished"
+        )
+    check = verify_store(store, [run_id])
+    if not check.ok:
+        listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
+        raise ReplayRefusedError(
+            f"run {run_id} fails verification, so its record cannot be trusted for replay "
+            f"({listed}). `rar verify {run_id}` lists every problem."
+        )
+    manifest = store.manifest(run_id)
+    if function is None:
+        if not manifest.entrypoint:
+            raise ReplayRefusedError(
+                f"run {run_id} records no entrypoint; pass the function to replay() or "
+                "record runs with rar.execute()"
+            )
+        function = load_entrypoint(manifest.entrypoint)
+    return manifest, function
+
+
+def _inputs(store: Store, manifest: Manifest) -> dict[str, Any]:
+    return {
+        name: store.resolve_payload(ref.model_dump(exclude_unset=True))
+        for name, ref in manifest.inputs.items()
+    }
+
+
+def resume(
+    run_ref: str,
+    *,
+    store: Store | str | None = None,
+    function: Callable[..., Any] | None = None,
+    redactor: Redactor | None = None,
+) -> ReplayReport:
+    """Continue a run that waited, crashed or was stopped, in the same run.
+
+    The entrypoint runs again from the start: every recorded effect is served strictly and the
+    events already in the log are recognised, not written twice; from the tail on, effects are
+    performed live and appended to the same log.
+    """
+    from collections import deque
+    from pathlib import Path
+
+    from rar.redaction import default_redactor
+    from rar.store.snapshot import Snapshot
+    from rar.store.writer import RunWriter
+
+    store = store if isinstance(store, Store) else Store(store)
+    run_id = store.resolve(run_ref)
+    manifest, function = _replayable(store, run_id, function)
+    if manifest.status.finished and manifest.status != RunStatus.WAITING:
+        raise ReplayRefusedError(
+            f"run {run_id} is {manifest.status.value}: there is nothing to resume. "
+            f"Branch it instead: rar branch {run_id} --at K"
+        )
+    events = store.events(run_id)
+    writer = RunWriter(store, run_id, redactor=redactor or default_redactor(),
+                       durable=bool(manifest.config.get("durable", True)), create=False)
+    before = next((e for e in events if e["type"] == "snapshot" and e["phase"] == "before"),
+                  None)
+    tail = [e for e in events if e["type"] not in ("run.started", "snapshot", "note")]
+    if tail and tail[-1]["type"] == "run.finished":  # a run that finished WAITING
+        tail.pop()
+    manifest.status = RunStatus.RUNNING
+    run = Run(writer, manifest, seed=int(manifest.config.get("seed", 0)),
+              workspace=Path(manifest.workspace or writer.dir / "workspace"))
+    writer.write_manifest(manifest)
+    if before is not None:
+        tree = store.get_json(before["tree"])
+        run._before = Snapshot(before["tree"], tree, before["files"], before["bytes"])
+    run._source = RecordedEffects.load(store, run_id, "resume")
+    run._resume_log = deque(tail)
+    try:
+        outcome: tuple[str, Any] = ("result", function(run, **_inputs(store, manifest)))
+    except Exception as exc:
+        outcome = ("error", exc)
+    run._resume_log.clear()
+    return _report(store, manifest, events, run, run._source, "resume", outcome)
 
 
 def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run: Run,
@@ -205,7 +291,7 @@ def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run:
         {"span": e["span"], "ordinal": e["ordinal"], "kind": e["kind"], "seq": e["seq"]}
         for e in source.unconsumed()
     ]
-    if divergence is None and unconsumed and mode == "strict":
+    if divergence is None and unconsumed and mode in ("strict", "resume"):
         first = unconsumed[0]
         divergence = {"reason": "the re-executed code stopped before effects the record has",
                       **first}
@@ -217,12 +303,12 @@ def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run:
         else:
             expected = store.resolve_payload(original.get("result"))
             result_equal = recorded_error is None and _same(expected, value)
-            if not result_equal:
+            if not result_equal and mode in ("strict", "cached"):
                 divergence = {"reason": "the final result differs",
                               "differences": field_differences(expected, _jsonable(value))}
     if divergence is not None:
         status = "non-reproducible"
-    elif source.live or source.misses:
+    elif mode == "cached" and (source.live or source.misses):
         status = "partially-reproducible"
     else:
         status = "reproducible"

@@ -34,7 +34,7 @@ import random as _random
 import threading
 import time
 import uuid as _uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -118,6 +118,7 @@ class Run:
         self._effect_us = 0
         self._before: Snapshot | None = None
         self._source: RecordedEffects | None = None
+        self._resume_log: deque[dict[str, Any]] = deque()  # resume: events to re-encounter
         self._started = time.perf_counter_ns()
         self.finished = False
 
@@ -134,6 +135,11 @@ class Run:
     @property
     def dir(self) -> Path:
         return self._writer.dir
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's settings (``seed``, ``mode``, ``model``, ...), as recorded in its manifest."""
+        return self.manifest.config
 
     @property
     def redactor(self) -> Redactor:
@@ -303,7 +309,8 @@ class Run:
             event["result"] = result
         if error is not None:
             event["error"] = error
-        self._writer.append(event, sync=True)
+        if self._already_recorded(event) is None:
+            self._writer.append(event, sync=True)
         span.last_effect = event
         self._effects[kind] += 1
         self._effect_us += duration
@@ -410,8 +417,34 @@ class Run:
     def _emit(self, event: dict[str, Any], *, sync: bool = False) -> int:
         if self.finished:
             raise RunClosedError(self.id)
+        recorded = self._already_recorded(event)
+        if recorded is not None:
+            return recorded
         seq, _ = self._writer.append(event, sync=sync)
         return seq
+
+    def _already_recorded(self, event: dict[str, Any]) -> int | None:
+        """Resume: the seq of this event when the log holds it already (the replayed prefix)."""
+        pending = self._resume_log
+        if not pending:
+            return None
+        from rar.replay.source import NondeterminismError
+
+        expected = pending[0]
+        same = expected.get("type") == event.get("type") and expected.get("span") == event.get(
+            "span", "run")
+        if same and event.get("type") == "effect":
+            same = (expected.get("ordinal"), expected["request"]["digest"]) == (
+                event.get("ordinal"), event["request"]["digest"])
+        if not same:
+            raise NondeterminismError(
+                f"the re-executed code writes a {event.get('type')} event where the log has a "
+                f"{expected.get('type')} event (seq {expected.get('seq')})",
+                run_id=self.id, span=str(event.get("span", "run")),
+                ordinal=int(event.get("ordinal", -1)), kind=str(event.get("kind", "")),
+            )
+        pending.popleft()
+        return int(expected["seq"])
 
     def artifact(
         self, name: str, data: bytes, *, media_type: str = "application/octet-stream"

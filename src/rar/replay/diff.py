@@ -1,0 +1,568 @@
+"""Diff two recorded runs: where they first diverge, and why.
+
+::
+
+    d = diff_runs(store, "20261130-061555-97b3305c", "1c0ffee5")
+    d.equivalent, d.first_divergence, d.answer.diff, d.as_dict()
+
+**Steps** are a run's ``effect`` events, keyed by (span path, kind), and its ``message``,
+``evidence`` and ``audit`` events (kind = the event type, ordinal = the index among such events in
+the span); ``span.*``, ``snapshot``, ``note``, ``run.*`` and the rest are not steps. ``ts``,
+``duration_us``, ``seq``, ``prev`` and latencies never count as divergence.
+
+**Alignment** (deterministic; :class:`difflib.SequenceMatcher`, ``autojunk=False``): first over
+(span, kind, request digest, occurrence) tokens, unique within a run, so unchanged steps pair up
+around inserted and removed ones; then, inside each stretch left unpaired, over (span, kind), so a
+step whose request or result changed still pairs with its counterpart. Unpaired steps are
+``extra-in-a`` (removed in B) or ``extra-in-b`` (inserted in B). A pair is, first match wins,
+``different-request`` (request digests differ), ``error-differs`` (an error in one run only, or
+different errors), ``different-response`` (llm) / ``different-result`` (other kinds) when the
+results differ, else ``same``. An llm result's ``cached`` and ``failures`` (cache hits, retried
+attempts) are ignored. A ``message``'s request is its header (performative, sender, receivers,
+conversation_id, reply_to), its result the content; ``evidence``/``audit`` only have a result.
+
+**Verdict.** ``equivalent`` iff every aligned step is ``same`` and the final answers are equal
+(same answer text and same final status). Manifest differences (seed, config, models, tools,
+inputs, corpus, environment) are reported and count only through their effects on steps and the
+answer. Usage, cost, latency and cache hits (``manifest.stats``) are reported as values and
+deltas (B - A), never as divergence.
+
+**JSON** (:meth:`RunDiff.as_dict`, ``rar diff --json``)::
+
+    {"a": {"run_id", "goal", "status", "events", "steps"}, "b": {...},
+     "equivalent": bool,
+     "counts": {"same": n, "different-request": n, ..., "extra-in-b": n},
+     "first_divergence": null | {"index", "status", "span", "kind",
+         "a": {"seq", "ordinal"} | null, "b": ..., "reason", "compared": "request" | "result"
+         | "error" | null, "fields": [field], "fields_omitted": n, "detail": str | null},
+     "steps": [{"index", "status", "span", "kind", "a": {"seq", "ordinal"} | null, "b": ...}],
+     "answer": {"equal", "a", "b", "status_a", "status_b", "diff": [unified diff lines]},
+     "evidence": {"added": [anchor], "removed": [anchor],
+                  "changed": [{"doc_id", "location", "a", "b", "snippet"}]},
+     "metrics": [{"name", "a", "b", "delta"}],
+     "manifest": [field], "manifest_omitted": n}
+
+A field is ``{"path", "change": "changed" | "added" (only in B) | "removed", "a", "b"}`` with
+paths like ``request.messages[3].content`` (``$``: the whole value) and values over ~80 characters
+cut to strings ending in ``…``; an anchor is ``{"doc_id", "location", "content_hash", "snippet",
+"relevance_score"}``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from rar.hashing import canonical, digest_value
+
+if TYPE_CHECKING:
+    from rar.store.manifest import Manifest
+    from rar.store.store import Store
+
+STATUSES: tuple[str, ...] = ("same", "different-request", "different-response", "different-result")
+STATUSES += ("error-differs", "extra-in-a", "extra-in-b")
+PAYLOAD_FIELD = {"message": "content", "evidence": "anchors", "audit": "report"}
+IGNORED_RESULT_FIELDS = {"llm": frozenset({"cached", "failures"})}
+MAX_FIELDS = 40
+VALUE_WIDTH = 80
+_PAIRWISE_LIMIT = 250_000  # the second pass runs SequenceMatcher on stretches up to this product
+_MANIFEST_SKIP = frozenset(
+    {"run_id", "created_at", "workspace", "status", "finished_at", "events", "head", "stats"}
+)
+_HEADER = ("performative", "sender", "receivers", "conversation_id", "reply_to")
+_ABSENT: Any = object()
+_REASONS = {
+    "different-request": "the {kind} request differs",
+    "different-response": "same request; the model answered differently",
+    "different-result": "same request; the {kind} step produced a different result",
+    "error-differs": "{errors}",
+    "extra-in-a": "a {kind} step in A only (removed in B)",
+    "extra-in-b": "a {kind} step in B only (inserted in B)",
+}
+Pair = tuple["Step | None", "Step | None"]
+
+
+class _Plain:
+    """``as_dict`` of a flat dataclass: its fields, tuples as lists."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        items = ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a run: its identity, request/result digests and the event it came from."""
+
+    seq: int
+    span: str
+    kind: str
+    ordinal: int
+    request: str | None
+    result: str | None
+    error: dict[str, Any] | None
+    event: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.span, self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class AlignedStep:
+    status: str
+    a: Step | None
+    b: Step | None
+
+    @property
+    def step(self) -> Step:
+        found = self.a if self.a is not None else self.b
+        assert found is not None
+        return found
+
+    def as_dict(self, index: int) -> dict[str, Any]:
+        a, b, step = self.a, self.b, self.step
+        return {
+            "index": index,
+            "status": self.status,
+            "span": step.span,
+            "kind": step.kind,
+            "a": None if a is None else {"seq": a.seq, "ordinal": a.ordinal},
+            "b": None if b is None else {"seq": b.seq, "ordinal": b.ordinal},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff(_Plain):
+    path: str
+    change: str  # "changed", "added" (only in B) or "removed" (only in A)
+    a: Any
+    b: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    index: int
+    aligned: AlignedStep
+    reason: str
+    compared: str | None  # "request", "result", "error", or None for an extra step
+    fields: tuple[FieldDiff, ...]
+    fields_omitted: int
+    detail: str | None  # an extra step's request (or result), shortened
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.aligned.as_dict(self.index),
+            "reason": self.reason,
+            "compared": self.compared,
+            "fields": [f.as_dict() for f in self.fields],
+            "fields_omitted": self.fields_omitted,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDiff(_Plain):
+    a: str | None
+    b: str | None
+    status_a: str
+    status_b: str
+    diff: tuple[str, ...]  # unified diff lines, empty when the texts are equal
+
+    @property
+    def equal(self) -> bool:
+        return self.a == self.b and self.status_a == self.status_b
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceDiff(_Plain):
+    added: tuple[dict[str, Any], ...] = ()
+    removed: tuple[dict[str, Any], ...] = ()
+    changed: tuple[dict[str, Any], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+
+@dataclass(frozen=True, slots=True)
+class Metric(_Plain):
+    name: str
+    a: float | None
+    b: float | None
+    delta: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunSide(_Plain):
+    run_id: str
+    goal: str | None
+    status: str
+    events: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    a: RunSide
+    b: RunSide
+    steps: tuple[AlignedStep, ...]
+    first_divergence: Divergence | None
+    answer: AnswerDiff
+    evidence: EvidenceDiff
+    metrics: tuple[Metric, ...]
+    manifest: tuple[FieldDiff, ...]
+    manifest_omitted: int = 0
+
+    @property
+    def equivalent(self) -> bool:
+        return self.first_divergence is None and self.answer.equal
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for aligned in self.steps:
+            counts[aligned.status] += 1
+        return counts
+
+    def as_dict(self) -> dict[str, Any]:
+        first = self.first_divergence
+        return {
+            "a": self.a.as_dict(),
+            "b": self.b.as_dict(),
+            "equivalent": self.equivalent,
+            "counts": self.counts,
+            "first_divergence": None if first is None else first.as_dict(),
+            "steps": [aligned.as_dict(i) for i, aligned in enumerate(self.steps)],
+            "answer": {"equal": self.answer.equal, **self.answer.as_dict()},
+            "evidence": self.evidence.as_dict(),
+            "metrics": [m.as_dict() for m in self.metrics],
+            "manifest": [f.as_dict() for f in self.manifest],
+            "manifest_omitted": self.manifest_omitted,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    run_id: str
+    manifest: Manifest
+    events: list[dict[str, Any]]
+    steps: list[Step]
+
+    @classmethod
+    def load(cls, store: Store, ref: str) -> _Run:
+        run_id = store.resolve(ref)
+        events = store.events(run_id)
+        return cls(run_id, store.manifest(run_id), events, steps_of(events))
+
+    def side(self) -> RunSide:
+        manifest = self.manifest
+        return RunSide(
+            self.run_id, manifest.goal, manifest.status.value, len(self.events), len(self.steps)
+        )
+
+
+# --- the diff ----------------------------------------------------------------------------------
+
+
+def diff_runs(store: Store, a_id: str, b_id: str) -> RunDiff:
+    """Compare run ``a_id`` with run ``b_id`` (ids or unique prefixes) in ``store``."""
+    a, b = _Run.load(store, a_id), _Run.load(store, b_id)
+    aligned = [AlignedStep(_classify(store, x, y), x, y) for x, y in align(a.steps, b.steps)]
+    first = next((i for i, s in enumerate(aligned) if s.status != "same"), None)
+    manifest, omitted = field_diff(_manifest_view(a.manifest), _manifest_view(b.manifest), 100)
+    return RunDiff(
+        a=a.side(),
+        b=b.side(),
+        steps=tuple(aligned),
+        first_divergence=None if first is None else _divergence(store, first, aligned[first]),
+        answer=_answers(store, a, b),
+        evidence=_evidence(_anchors(store, a.steps), _anchors(store, b.steps)),
+        metrics=tuple(_metrics(a.manifest.stats, b.manifest.stats)),
+        manifest=tuple(manifest),
+        manifest_omitted=omitted,
+    )
+
+
+def steps_of(events: Iterable[dict[str, Any]]) -> list[Step]:
+    """The steps of a run, in log order."""
+    steps: list[Step] = []
+    counters: dict[tuple[str, str], int] = {}
+    for event in events:
+        kind, span, seq = event.get("type"), str(event.get("span", "run")), int(event["seq"])
+        if kind == "effect":
+            request, result = _digest(event.get("request")), _digest(event.get("result"))
+            ordinal, error, kind = int(event["ordinal"]), event.get("error"), str(event["kind"])
+            steps.append(Step(seq, span, kind, ordinal, request, result, error, event))
+        elif kind in PAYLOAD_FIELD:
+            ordinal = counters[span, kind] = counters.get((span, kind), -1) + 1
+            request = digest_value(_header(event)) if kind == "message" else None
+            result = _digest(event.get(PAYLOAD_FIELD[kind]))
+            steps.append(Step(seq, span, kind, ordinal, request, result, None, event))
+    return steps
+
+
+def align(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
+    """Pairs of aligned steps; ``(step, None)`` / ``(None, step)`` for a step in one run only."""
+    pairs: list[Pair] = []
+    matcher = difflib.SequenceMatcher(None, _tokens(a), _tokens(b), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs.extend(zip(a[i1:i2], b[j1:j2], strict=True))
+        else:
+            pairs.extend(_align_keys(a[i1:i2], b[j1:j2]))
+    return pairs
+
+
+def _tokens(steps: Sequence[Step]) -> list[tuple[str, str, str | None, int]]:
+    """(span, kind, request digest or else result digest, occurrence): unique within a run."""
+    seen: dict[tuple[str, str, str | None], int] = {}
+    tokens = []
+    for step in steps:
+        base = (step.span, step.kind, step.request if step.request is not None else step.result)
+        count = seen[base] = seen.get(base, -1) + 1
+        tokens.append((*base, count))
+    return tokens
+
+
+def _align_keys(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
+    """Align a stretch by (span, kind): common prefix and suffix directly, the middle by diff."""
+    head, tail, shorter = 0, 0, min(len(a), len(b))
+    while head < shorter and a[head].key == b[head].key:
+        head += 1
+    while tail < shorter - head and a[-1 - tail].key == b[-1 - tail].key:
+        tail += 1
+    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    pairs: list[Pair] = list(zip(a[:head], b[:head], strict=True))
+    if mid_a and mid_b and len(mid_a) * len(mid_b) <= _PAIRWISE_LIMIT:
+        keys_a, keys_b = [s.key for s in mid_a], [s.key for s in mid_b]
+        matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                pairs.extend(zip(mid_a[i1:i2], mid_b[j1:j2], strict=True))
+            else:
+                pairs.extend(
+                    [*((x, None) for x in mid_a[i1:i2]), *((None, y) for y in mid_b[j1:j2])]
+                )
+    else:
+        pairs.extend([*((x, None) for x in mid_a), *((None, y) for y in mid_b)])
+    pairs.extend(zip(a[len(a) - tail :], b[len(b) - tail :], strict=True))
+    return pairs
+
+
+def _classify(store: Store, x: Step | None, y: Step | None) -> str:
+    if x is None or y is None:
+        return "extra-in-a" if y is None else "extra-in-b"
+    if x.request != y.request:
+        return "different-request"
+    if x.error != y.error:
+        return "error-differs"
+    if x.result == y.result:
+        return "same"
+    ignored = x.kind in IGNORED_RESULT_FIELDS  # equal once cache hits and retries are left out?
+    if ignored and canonical(_result(store, x)) == canonical(_result(store, y)):
+        return "same"
+    return "different-response" if x.kind == "llm" else "different-result"
+
+
+def _divergence(store: Store, index: int, aligned: AlignedStep) -> Divergence:
+    x, y, step = aligned.a, aligned.b, aligned.step
+    compared, detail, omitted = None, None, 0
+    found: list[FieldDiff] = []
+    if x is None or y is None:
+        value = _request(store, step)
+        detail = _shorten(value if value is not None else _result(store, step), width=160)
+    elif aligned.status == "different-request":
+        compared, (found, omitted) = "request", field_diff(_request(store, x), _request(store, y))
+    elif aligned.status == "error-differs":
+        compared, (found, omitted) = "error", field_diff(_outcome(store, x), _outcome(store, y))
+    else:
+        compared, (found, omitted) = "result", field_diff(_result(store, x), _result(store, y))
+    errors = "the step failed in A only" if x is not None and x.error else ""
+    if y is not None and y.error:
+        errors = (
+            "the step failed in both, with different errors"
+            if errors
+            else "the step failed in B only"
+        )
+    reason = _REASONS[aligned.status].format(kind=step.kind, errors=errors)
+    return Divergence(index, aligned, reason, compared, tuple(found), omitted, detail)
+
+
+def _request(store: Store, step: Step) -> Any:
+    if step.event.get("type") == "effect":
+        return store.resolve_payload(step.event.get("request"))
+    return _header(step.event) if step.kind == "message" else None
+
+
+def _result(store: Store, step: Step) -> Any:
+    kind = str(step.event.get("type"))
+    value = store.resolve_payload(step.event.get(PAYLOAD_FIELD.get(kind, "result")))
+    ignored = IGNORED_RESULT_FIELDS.get(step.kind) if kind == "effect" else None
+    if ignored and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in ignored}
+    return value
+
+
+def _outcome(store: Store, step: Step) -> dict[str, Any]:
+    return {"error": step.error} if step.error else {"result": _result(store, step)}
+
+
+def _header(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: event.get(k) for k in _HEADER}
+
+
+def _digest(ref: Any) -> str | None:
+    return str(ref["digest"]) if isinstance(ref, dict) and "digest" in ref else None
+
+
+# --- answers, evidence, metrics, manifests -----------------------------------------------------
+
+
+def _answers(store: Store, a: _Run, b: _Run) -> AnswerDiff:
+    (text_a, status_a), (text_b, status_b) = _answer(store, a), _answer(store, b)
+    lines_a, lines_b = (text_a or "").splitlines(), (text_b or "").splitlines()
+    diff = difflib.unified_diff(
+        lines_a, lines_b, fromfile=f"a/{a.run_id}", tofile=f"b/{b.run_id}", lineterm=""
+    )
+    return AnswerDiff(text_a, text_b, status_a, status_b, tuple(diff))
+
+
+def _answer(store: Store, run: _Run) -> tuple[str | None, str]:
+    """The answer (``result["answer"]`` or ``["text"]``, else the result's JSON) and status."""
+    end: dict[str, Any] = next(
+        (e for e in reversed(run.events) if e.get("type") == "run.finished"), {}
+    )
+    status = str(end.get("status", run.manifest.status.value))
+    if end.get("result") is None:
+        return None, status
+    value = store.resolve_payload(end["result"])
+    if isinstance(value, dict):
+        value = next((value[k] for k in ("answer", "text") if isinstance(value.get(k), str)), value)
+    return (value if isinstance(value, str) else canonical(value).decode()), status
+
+
+def _anchors(store: Store, steps: list[Step]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Anchors of a run's evidence events by (doc_id, location); the first one of each wins."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for step in steps:
+        if step.event.get("type") != "evidence":
+            continue
+        value = store.resolve_payload(step.event.get("anchors"))
+        if isinstance(value, dict):
+            value = value.get("anchors", [value])
+        for anchor in value if isinstance(value, list) else []:
+            if isinstance(anchor, dict):
+                location = anchor.get("location")
+                where = location if isinstance(location, str) else _json(location)
+                found.setdefault((str(anchor.get("doc_id")), where), anchor)
+    return found
+
+
+def _anchor(anchor: dict[str, Any]) -> dict[str, Any]:
+    keys = ("doc_id", "location", "content_hash", "relevance_score")
+    return {**{k: anchor.get(k) for k in keys}, "snippet": _shorten(anchor.get("snippet"))}
+
+
+def _evidence(a: dict[tuple[str, str], Any], b: dict[tuple[str, str], Any]) -> EvidenceDiff:
+    changed = [
+        {
+            "doc_id": b[key].get("doc_id"),
+            "location": b[key].get("location"),
+            "a": a[key].get("content_hash"),
+            "b": b[key].get("content_hash"),
+            "snippet": _shorten(b[key].get("snippet")),
+        }
+        for key in sorted(a.keys() & b.keys())
+        if a[key].get("content_hash") != b[key].get("content_hash")
+    ]
+    return EvidenceDiff(
+        added=tuple(_anchor(b[key]) for key in sorted(b.keys() - a.keys())),
+        removed=tuple(_anchor(a[key]) for key in sorted(a.keys() - b.keys())),
+        changed=tuple(changed),
+    )
+
+
+def _flatten(stats: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            flat[f"{prefix}{key}"] = value
+    if not prefix and flat.get("llm.calls"):
+        flat["llm.cache_hit_rate"] = round(flat.get("llm.cached_calls", 0) / flat["llm.calls"], 4)
+    return flat
+
+
+def _metrics(stats_a: dict[str, Any], stats_b: dict[str, Any]) -> list[Metric]:
+    a, b = _flatten(stats_a), _flatten(stats_b)
+    metrics = []
+    for name in sorted(a.keys() | b.keys()):
+        delta = b.get(name, 0) - a.get(name, 0)
+        delta = round(delta, 12) if isinstance(delta, float) else delta
+        metrics.append(Metric(name, a.get(name), b.get(name), delta))
+    return metrics
+
+
+def _manifest_view(manifest: Manifest) -> dict[str, Any]:
+    data = manifest.model_dump(mode="json")
+    view = {k: v for k, v in data.items() if k not in _MANIFEST_SKIP}
+    view["inputs"] = {name: ref.get("digest") for name, ref in data.get("inputs", {}).items()}
+    return view
+
+
+# --- field-level differences -------------------------------------------------------------------
+
+
+def field_diff(a: Any, b: Any, limit: int = MAX_FIELDS) -> tuple[list[FieldDiff], int]:
+    """Where two JSON values differ (nested paths, short values), and how many more were cut."""
+    found: list[FieldDiff] = []
+    total = 0
+
+    def walk(x: Any, y: Any, path: str) -> None:
+        nonlocal total
+        if type(x) is type(y) and x == y:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for key in [*x, *(k for k in y if k not in x)]:
+                walk(x.get(key, _ABSENT), y.get(key, _ABSENT), f"{path}.{key}" if path else key)
+        elif isinstance(x, list) and isinstance(y, list):
+            for i in range(max(len(x), len(y))):
+                walk(
+                    x[i] if i < len(x) else _ABSENT, y[i] if i < len(y) else _ABSENT, f"{path}[{i}]"
+                )
+        else:
+            total += 1
+            if len(found) < limit:
+                change = "added" if x is _ABSENT else "removed" if y is _ABSENT else "changed"
+                found.append(FieldDiff(path or "$", change, _shorten(x, y), _shorten(y, x)))
+
+    walk(a, b, "")
+    return found, total - len(found)
+
+
+def _shorten(value: Any, other: Any = _ABSENT, width: int = VALUE_WIDTH) -> Any:
+    """A value cut to about ``width`` characters; a long string around where it differs."""
+    if value is _ABSENT or value is None or isinstance(value, bool | int | float):
+        return None if value is _ABSENT else value
+    if isinstance(value, str):
+        if len(value) <= width:
+            return value
+        start = 0
+        if isinstance(other, str):
+            same = (i for i, (p, q) in enumerate(zip(value, other, strict=False)) if p != q)
+            start = max(0, next(same, min(len(value), len(other))) - width // 4)
+        cut = value[start : start + width - 2]
+        return ("…" if start else "") + cut + ("…" if start + len(cut) < len(value) else "")
+    text = _json(value)
+    return value if len(text) <= width else text[: width - 1] + "…"
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()

@@ -331,7 +331,8 @@ class Client:
                 },
             )
             event = self.run.last_effect()
-            if self.cache is not None and event is not None and not cached and cacheable(result):
+            fresh = not cached and not self.run.last_effect_served()  # replays add nothing new
+            if self.cache is not None and event is not None and fresh and cacheable(result):
                 self.cache.add(
                     event, run_id=self.run.id, provider=self.profile.provider, model=request.model
                 )

@@ -10,16 +10,20 @@
 the span); ``span.*``, ``snapshot``, ``note``, ``run.*`` and the rest are not steps. ``ts``,
 ``duration_us``, ``seq``, ``prev`` and latencies never count as divergence.
 
-**Alignment** (deterministic; :class:`difflib.SequenceMatcher`, ``autojunk=False``): first over
+**Alignment** (deterministic, O(n log n)): first the longest common subsequence of
 (span, kind, request digest, occurrence) tokens, unique within a run, so unchanged steps pair up
-around inserted and removed ones; then, inside each stretch left unpaired, over (span, kind), so a
-step whose request or result changed still pairs with its counterpart. Unpaired steps are
-``extra-in-a`` (removed in B) or ``extra-in-b`` (inserted in B). A pair is, first match wins,
-``different-request`` (request digests differ), ``error-differs`` (an error in one run only, or
-different errors), ``different-response`` (llm) / ``different-result`` (other kinds) when the
-results differ, else ``same``. An llm result's ``cached`` and ``failures`` (cache hits, retried
-attempts) are ignored. A ``message``'s request is its header (performative, sender, receivers,
-conversation_id, reply_to), its result the content; ``evidence``/``audit`` only have a result.
+around inserted and removed ones; then, inside each stretch left unpaired, the longest common
+subsequence of (span, kind, occurrence), so a step whose request or result changed still pairs
+with its counterpart. With unique tokens the LCS is a longest increasing subsequence, as in
+patience diff (:class:`difflib.SequenceMatcher` is quadratic when differences are many and
+scattered). Unpaired steps are ``extra-in-a`` (removed in B) or ``extra-in-b`` (inserted in B).
+
+A pair is, first match wins: ``different-request`` (request digests differ), ``error-differs``
+(an error in one run only, or different errors), ``different-response`` (llm) or
+``different-result`` (other kinds) when the results differ, else ``same``. An llm result's
+``cached`` and ``failures`` (cache hits, retried attempts) are ignored. A ``message``'s request is
+its header (performative, sender, receivers, conversation_id, reply_to), its result the content;
+``evidence`` and ``audit`` only have a result (anchors, report).
 
 **Verdict.** ``equivalent`` iff every aligned step is ``same`` and the final answers are equal
 (same answer text and same final status). Manifest differences (seed, config, models, tools,
@@ -50,6 +54,7 @@ cut to strings ending in ``…``; an anchor is ``{"doc_id", "location", "content
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -69,7 +74,6 @@ PAYLOAD_FIELD = {"message": "content", "evidence": "anchors", "audit": "report"}
 IGNORED_RESULT_FIELDS = {"llm": frozenset({"cached", "failures"})}
 MAX_FIELDS = 40
 VALUE_WIDTH = 80
-_PAIRWISE_LIMIT = 250_000  # the second pass runs SequenceMatcher on stretches up to this product
 _MANIFEST_SKIP = frozenset(
     {"run_id", "created_at", "workspace", "status", "finished_at", "events", "head", "stats"}
 )
@@ -310,49 +314,67 @@ def steps_of(events: Iterable[dict[str, Any]]) -> list[Step]:
 def align(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
     """Pairs of aligned steps; ``(step, None)`` / ``(None, step)`` for a step in one run only."""
     pairs: list[Pair] = []
-    matcher = difflib.SequenceMatcher(None, _tokens(a), _tokens(b), autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            pairs.extend(zip(a[i1:i2], b[j1:j2], strict=True))
-        else:
-            pairs.extend(_align_keys(a[i1:i2], b[j1:j2]))
+    i0 = j0 = 0
+    for i, j in [*_common(_tokens(a, content=True), _tokens(b, content=True)), (len(a), len(b))]:
+        pairs.extend(_align_keys(a[i0:i], b[j0:j]))
+        if i < len(a):
+            pairs.append((a[i], b[j]))
+        i0, j0 = i + 1, j + 1
     return pairs
 
 
-def _tokens(steps: Sequence[Step]) -> list[tuple[str, str, str | None, int]]:
-    """(span, kind, request digest or else result digest, occurrence): unique within a run."""
-    seen: dict[tuple[str, str, str | None], int] = {}
+def _align_keys(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
+    """Align a stretch of unpaired steps by (span, kind) alone."""
+    pairs: list[Pair] = []
+    if not a or not b:
+        return [*((x, None) for x in a), *((None, y) for y in b)]
+    i0 = j0 = 0
+    for i, j in [*_common(_tokens(a), _tokens(b)), (len(a), len(b))]:
+        pairs.extend([*((x, None) for x in a[i0:i]), *((None, y) for y in b[j0:j])])
+        if i < len(a):
+            pairs.append((a[i], b[j]))
+        i0, j0 = i + 1, j + 1
+    return pairs
+
+
+def _tokens(steps: Sequence[Step], *, content: bool = False) -> list[tuple[Any, ...]]:
+    """(span, kind[, request digest or else result digest], occurrence): unique in a run."""
+    seen: dict[tuple[Any, ...], int] = {}
     tokens = []
     for step in steps:
-        base = (step.span, step.kind, step.request if step.request is not None else step.result)
+        base: tuple[Any, ...] = step.key
+        if content:
+            base = (*base, step.request if step.request is not None else step.result)
         count = seen[base] = seen.get(base, -1) + 1
         tokens.append((*base, count))
     return tokens
 
 
-def _align_keys(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
-    """Align a stretch by (span, kind): common prefix and suffix directly, the middle by diff."""
-    head, tail, shorter = 0, 0, min(len(a), len(b))
-    while head < shorter and a[head].key == b[head].key:
-        head += 1
-    while tail < shorter - head and a[-1 - tail].key == b[-1 - tail].key:
-        tail += 1
-    mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
-    pairs: list[Pair] = list(zip(a[:head], b[:head], strict=True))
-    if mid_a and mid_b and len(mid_a) * len(mid_b) <= _PAIRWISE_LIMIT:
-        keys_a, keys_b = [s.key for s in mid_a], [s.key for s in mid_b]
-        matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                pairs.extend(zip(mid_a[i1:i2], mid_b[j1:j2], strict=True))
-            else:
-                pairs.extend(
-                    [*((x, None) for x in mid_a[i1:i2]), *((None, y) for y in mid_b[j1:j2])]
-                )
-    else:
-        pairs.extend([*((x, None) for x in mid_a), *((None, y) for y in mid_b)])
-    pairs.extend(zip(a[len(a) - tail :], b[len(b) - tail :], strict=True))
-    return pairs
+def _common(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> list[tuple[int, int]]:
+    """The longest common subsequence of two sequences of unique tokens, as index pairs.
+
+    With unique tokens the LCS is the longest increasing subsequence of B's positions taken in
+    A's order (patience sorting): O(n log n) whatever the number of differences.
+    """
+    where = {token: j for j, token in enumerate(b)}
+    matches = [(i, where[token]) for i, token in enumerate(a) if token in where]
+    tails: list[int] = []  # the smallest B position ending an increasing run of each length
+    ends: list[int] = []  # index in matches of that run's last match
+    before = [-1] * len(matches)
+    for k, (_, j) in enumerate(matches):
+        length = bisect.bisect_left(tails, j)
+        if length == len(tails):
+            tails.append(j)
+            ends.append(k)
+        else:
+            tails[length], ends[length] = j, k
+        before[k] = ends[length - 1] if length else -1
+    chain = []
+    k = ends[-1] if ends else -1
+    while k >= 0:
+        chain.append(matches[k])
+        k = before[k]
+    return chain[::-1]
 
 
 def _classify(store: Store, x: Step | None, y: Step | None) -> str:
@@ -376,7 +398,8 @@ def _divergence(store: Store, index: int, aligned: AlignedStep) -> Divergence:
     found: list[FieldDiff] = []
     if x is None or y is None:
         value = _request(store, step)
-        detail = _shorten(value if value is not None else _result(store, step), width=160)
+        value = value if value is not None else _result(store, step)
+        detail = _shorten(value if isinstance(value, str) else _json(value), width=160)
     elif aligned.status == "different-request":
         compared, (found, omitted) = "request", field_diff(_request(store, x), _request(store, y))
     elif aligned.status == "error-differs":

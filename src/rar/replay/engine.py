@@ -99,8 +99,13 @@ def execute(
 ) -> Run:
     """Record a run of ``entrypoint(run, **inputs)``; return the finished run."""
     function = load_entrypoint(entrypoint) if isinstance(entrypoint, str) else entrypoint
-    run = record(goal, store=store, inputs=dict(inputs or {}),
-                 entrypoint=entrypoint_name(entrypoint), **record_options)
+    run = record(
+        goal,
+        store=store,
+        inputs=dict(inputs or {}),
+        entrypoint=entrypoint_name(entrypoint),
+        **record_options,
+    )
     _call(run, function, dict(inputs or {}))
     return run
 
@@ -158,18 +163,29 @@ def replay(
             raise ReplayRefusedError(
                 f"unknown setting {key!r} for run {source_id}; settable: {allowed}"
             )
-    source = RecordedEffects.load(store, source_id, mode, until_seq=at, allow_live=allow_live)
+    source = RecordedEffects.load(
+        store, source_id, mode, until_seq=at, allow_live=allow_live, events=events
+    )
     options: dict[str, Any] = {
         "seed": seed,
         "config": config,
-        "models": manifest.models, "tools": manifest.tools, "tags": {
-            **manifest.tags, "replay_of": source_id, "replay_mode": mode},
-        "corpus_digest": manifest.corpus_digest, "secrets": manifest.secrets,
+        "durable": bool(manifest.config.get("durable", True)),
+        "models": manifest.models,
+        "tools": manifest.tools,
+        "tags": {**manifest.tags, "replay_of": source_id, "replay_mode": mode},
+        "corpus_digest": manifest.corpus_digest,
+        "secrets": manifest.secrets,
     }
     if redactor is not None:
         options["redactor"] = redactor
-    run = record(manifest.goal, store=store, inputs=inputs, entrypoint=manifest.entrypoint,
-                 parent=(source_id, at if at is not None else last_seq), **options)
+    run = record(
+        manifest.goal,
+        store=store,
+        inputs=inputs,
+        entrypoint=manifest.entrypoint,
+        parent=(source_id, at if at is not None else last_seq),
+        **options,
+    )
     run._source = source
     try:
         outcome: tuple[str, Any] = ("result", function(run, **inputs))
@@ -189,7 +205,7 @@ def _replayable(
             f"run {run_id} is still being written by another process; replay it when it "
             "has finished"
         )
-    check = verify_store(store, [run_id])
+    check = verify_store(store, [run_id], blobs=False)  # blobs are verified as they are read
     if not check.ok:
         listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
         raise ReplayRefusedError(
@@ -243,21 +259,29 @@ def resume(
             f"Branch it instead: rar branch {run_id} --at K"
         )
     events = store.events(run_id)
-    writer = RunWriter(store, run_id, redactor=redactor or default_redactor(),
-                       durable=bool(manifest.config.get("durable", True)), create=False)
-    before = next((e for e in events if e["type"] == "snapshot" and e["phase"] == "before"),
-                  None)
+    writer = RunWriter(
+        store,
+        run_id,
+        redactor=redactor or default_redactor(),
+        durable=bool(manifest.config.get("durable", True)),
+        create=False,
+    )
+    before = next((e for e in events if e["type"] == "snapshot" and e["phase"] == "before"), None)
     tail = [e for e in events if e["type"] not in ("run.started", "snapshot", "note")]
     if tail and tail[-1]["type"] == "run.finished":  # a run that finished WAITING
         tail.pop()
     manifest.status = RunStatus.RUNNING
-    run = Run(writer, manifest, seed=int(manifest.config.get("seed", 0)),
-              workspace=Path(manifest.workspace or writer.dir / "workspace"))
+    run = Run(
+        writer,
+        manifest,
+        seed=int(manifest.config.get("seed", 0)),
+        workspace=Path(manifest.workspace or writer.dir / "workspace"),
+    )
     writer.write_manifest(manifest)
     if before is not None:
         tree = store.get_json(before["tree"])
         run._before = Snapshot(before["tree"], tree, before["files"], before["bytes"])
-    run._source = RecordedEffects.load(store, run_id, "resume")
+    run._source = RecordedEffects.load(store, run_id, "resume", events=events)
     run._resume_log = deque(tail)
     try:
         outcome: tuple[str, Any] = ("result", function(run, **_inputs(store, manifest)))
@@ -267,8 +291,15 @@ def resume(
     return _report(store, manifest, events, run, run._source, "resume", outcome)
 
 
-def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run: Run,
-            source: RecordedEffects, mode: str, outcome: tuple[str, Any]) -> ReplayReport:
+def _report(
+    store: Store,
+    manifest: Manifest,
+    events: list[dict[str, Any]],
+    run: Run,
+    source: RecordedEffects,
+    mode: str,
+    outcome: tuple[str, Any],
+) -> ReplayReport:
     """Judge the replay, log the report in the replayed run, and seal that run."""
     outcome_kind, value = outcome
     failure = value if outcome_kind == "error" else None
@@ -279,22 +310,35 @@ def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run:
     if isinstance(failure, NondeterminismError):
         mismatched = 1
         details = failure.details
-        divergence = {"reason": failure.message, "span": details.get("span"),
-                      "ordinal": details.get("ordinal"), "kind": details.get("kind"),
-                      "expected": details.get("expected"), "actual": details.get("actual"),
-                      "differences": details.get("differences", [])}
+        divergence = {
+            "reason": failure.message,
+            "span": details.get("span"),
+            "ordinal": details.get("ordinal"),
+            "kind": details.get("kind"),
+            "expected": details.get("expected"),
+            "actual": details.get("actual"),
+            "differences": details.get("differences", []),
+        }
     elif isinstance(failure, ReplayMissError):
         mismatched = 1
-        divergence = {"reason": failure.message, **{k: failure.details.get(k)
-                                                   for k in ("span", "ordinal", "kind")}}
-    unconsumed = [] if mode == "fork" else [
-        {"span": e["span"], "ordinal": e["ordinal"], "kind": e["kind"], "seq": e["seq"]}
-        for e in source.unconsumed()
-    ]
+        divergence = {
+            "reason": failure.message,
+            **{k: failure.details.get(k) for k in ("span", "ordinal", "kind")},
+        }
+    unconsumed = (
+        []
+        if mode == "fork"
+        else [
+            {"span": e["span"], "ordinal": e["ordinal"], "kind": e["kind"], "seq": e["seq"]}
+            for e in source.unconsumed()
+        ]
+    )
     if divergence is None and unconsumed and mode in ("strict", "resume"):
         first = unconsumed[0]
-        divergence = {"reason": "the re-executed code stopped before effects the record has",
-                      **first}
+        divergence = {
+            "reason": "the re-executed code stopped before effects the record has",
+            **first,
+        }
     if divergence is None and original is not None:
         recorded_error = original.get("error")
         if outcome_kind == "error":
@@ -304,8 +348,10 @@ def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run:
             expected = store.resolve_payload(original.get("result"))
             result_equal = recorded_error is None and _same(expected, value)
             if not result_equal and mode in ("strict", "cached"):
-                divergence = {"reason": "the final result differs",
-                              "differences": field_differences(expected, _jsonable(value))}
+                divergence = {
+                    "reason": "the final result differs",
+                    "differences": field_differences(expected, _jsonable(value)),
+                }
     if divergence is not None:
         status = "non-reproducible"
     elif mode == "cached" and (source.live or source.misses):
@@ -313,9 +359,16 @@ def _report(store: Store, manifest: Manifest, events: list[dict[str, Any]], run:
     else:
         status = "reproducible"
     report = ReplayReport(
-        source_run=manifest.run_id, replay_run=run.id, mode=mode, replay_status=status,
-        served=source.served, live=source.live, mismatched=mismatched,
-        first_divergence=divergence, unconsumed=unconsumed, result_equal=result_equal,
+        source_run=manifest.run_id,
+        replay_run=run.id,
+        mode=mode,
+        replay_status=status,
+        served=source.served,
+        live=source.live,
+        mismatched=mismatched,
+        first_divergence=divergence,
+        unconsumed=unconsumed,
+        result_equal=result_equal,
         boundary=_boundary(manifest, run.manifest),
         error=error_value(failure) if failure is not None else None,
     )

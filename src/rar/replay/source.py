@@ -75,10 +75,18 @@ class RecordedEffects:
     misses: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def load(cls, store: Store, run_id: str, mode: Mode, *, until_seq: int | None = None,
-             allow_live: bool = False) -> RecordedEffects:
+    def load(
+        cls,
+        store: Store,
+        run_id: str,
+        mode: Mode,
+        *,
+        until_seq: int | None = None,
+        allow_live: bool = False,
+        events: list[dict[str, Any]] | None = None,
+    ) -> RecordedEffects:
         source = cls(run_id=run_id, mode=mode, until_seq=until_seq, allow_live=allow_live)
-        for event in store.events(run_id):
+        for event in store.events(run_id) if events is None else events:
             if event.get("type") != "effect":
                 continue
             if until_seq is not None and int(event["seq"]) > until_seq:
@@ -100,17 +108,24 @@ class RecordedEffects:
             if candidates:  # the same request asked more often than recorded: reuse the last
                 self.served += 1
                 return Served(candidates[-1])
-            self.misses.append({"span": span, "ordinal": ordinal, "kind": kind,
-                                "request": request_digest})
+            self.misses.append(
+                {"span": span, "ordinal": ordinal, "kind": kind, "request": request_digest}
+            )
             if not self.allow_live:
                 recorded = self.by_identity.get((span, ordinal))
-                hint = (f"; the record has request {recorded['request']['digest']} there"
-                        if recorded else "")
+                hint = (
+                    f"; the record has request {recorded['request']['digest']} there"
+                    if recorded
+                    else ""
+                )
                 raise ReplayMissError(
                     f"cached replay of run {self.run_id}: the {kind} request at {span} "
                     f"#{ordinal} ({request_digest}) was never recorded{hint}. "
                     "Pass --allow-live to perform it, or replay in strict mode to see why.",
-                    span=span, ordinal=ordinal, kind=kind, request=request_digest,
+                    span=span,
+                    ordinal=ordinal,
+                    kind=kind,
+                    request=request_digest,
                 )
             self.live += 1
             return None
@@ -121,16 +136,25 @@ class RecordedEffects:
                 return None  # past the recorded part: live from here
             raise NondeterminismError(
                 "an effect the record does not have (the code does more than it did)",
-                run_id=self.run_id, span=span, ordinal=ordinal, kind=kind,
+                run_id=self.run_id,
+                span=span,
+                ordinal=ordinal,
+                kind=kind,
             )
         event = found
         self.consumed.add((span, ordinal))
         if event["kind"] != kind or event["request"]["digest"] != request_digest:
             raise NondeterminismError(
                 "a different request than recorded",
-                run_id=self.run_id, span=span, ordinal=ordinal, kind=kind,
-                expected={"kind": event["kind"], "request": event["request"]["digest"],
-                          "seq": event["seq"]},
+                run_id=self.run_id,
+                span=span,
+                ordinal=ordinal,
+                kind=kind,
+                expected={
+                    "kind": event["kind"],
+                    "request": event["request"]["digest"],
+                    "seq": event["seq"],
+                },
                 actual={"kind": kind, "request": request_digest},
             )
         self.served += 1

@@ -75,6 +75,7 @@ class Span:
         self._ordinal = 0
         self._lock = threading.Lock()
         self.last_effect: dict[str, Any] | None = None  # the event of this span's latest effect
+        self.last_served = False  # whether that effect was served from a record (replay)
         material = hashlib.sha256(f"{seed}\x00{path}".encode()).digest()
         self.rng = _random.Random(int.from_bytes(material[:16], "big"))
 
@@ -212,9 +213,7 @@ class Run:
         from rar.replay.fields import field_differences
 
         assert self._source is not None
-        recorded = next(
-            e for e in self._source.by_identity.values() if int(e["seq"]) == seq
-        )
+        recorded = next(e for e in self._source.by_identity.values() if int(e["seq"]) == seq)
         try:
             expected = self.store.resolve_payload(recorded["request"])
             actual = self.store.resolve_payload(_plain_ref(request_ref))
@@ -235,9 +234,15 @@ class Run:
 
         duration = int(event.get("duration_us", 0))
         self._append_effect(
-            span, kind, ordinal, request_ref, duration,
-            result=event.get("result"), error=event.get("error"),
+            span,
+            kind,
+            ordinal,
+            request_ref,
+            duration,
+            result=event.get("result"),
+            error=event.get("error"),
         )
+        span.last_served = True
         if "error" in event:
             raise exception_from_record(event["error"])
         return self.store.resolve_payload(event.get("result"))
@@ -312,6 +317,7 @@ class Run:
         if self._already_recorded(event) is None:
             self._writer.append(event, sync=True)
         span.last_effect = event
+        span.last_served = False
         self._effects[kind] += 1
         self._effect_us += duration
 
@@ -325,6 +331,10 @@ class Run:
     def last_effect(self) -> dict[str, Any] | None:
         """The event just recorded for the current span's latest effect (seq, request, result)."""
         return self._current.get().last_effect
+
+    def last_effect_served(self) -> bool:
+        """Whether the current span's latest effect was served from a record (a replay)."""
+        return self._current.get().last_served
 
     # --- clock, randomness, ids ----------------------------------------------------------------
 
@@ -432,16 +442,21 @@ class Run:
 
         expected = pending[0]
         same = expected.get("type") == event.get("type") and expected.get("span") == event.get(
-            "span", "run")
+            "span", "run"
+        )
         if same and event.get("type") == "effect":
             same = (expected.get("ordinal"), expected["request"]["digest"]) == (
-                event.get("ordinal"), event["request"]["digest"])
+                event.get("ordinal"),
+                event["request"]["digest"],
+            )
         if not same:
             raise NondeterminismError(
                 f"the re-executed code writes a {event.get('type')} event where the log has a "
                 f"{expected.get('type')} event (seq {expected.get('seq')})",
-                run_id=self.id, span=str(event.get("span", "run")),
-                ordinal=int(event.get("ordinal", -1)), kind=str(event.get("kind", "")),
+                run_id=self.id,
+                span=str(event.get("span", "run")),
+                ordinal=int(event.get("ordinal", -1)),
+                kind=str(event.get("kind", "")),
             )
         pending.popleft()
         return int(expected["seq"])

@@ -161,9 +161,18 @@ class Store:
         """The plain value of a payload reference from an event (inline or blob, unlinked)."""
         if ref is None:
             return None
-        from rar.store.payloads import unlink
+        from rar.store.payloads import CHAIN_KEY, unlink
 
-        value = ref["value"] if "value" in ref else self.get_json(ref["digest"])
+        if "value" in ref:
+            value = ref["value"]
+            if not isinstance(value, (dict, list)):
+                return value
+            raw = orjson.dumps(value)
+        else:
+            raw = self.get_blob(ref["digest"])
+            value = orjson.loads(raw)
+        if f'"{CHAIN_KEY}"'.encode() not in raw:
+            return value  # nothing linked inside: no walk needed
         return unlink(value, self.get_blob)
 
     def remember_blob(self, digest: str, location: BlobLocation) -> None:

@@ -81,7 +81,7 @@ def _fields_table(fields: tuple[FieldDiff, ...], omitted: int, indent: int = 4) 
         table.add_row(Text(item.path), Text(a, style="red"), Text(b, style="green"))
     if omitted:
         table.add_row(Text(f"… {omitted} more"), "", "")
-    return Padding(table, (0, 0, 0, indent))
+    return Padding(table, (0, 0, 0, indent), expand=False)
 
 
 def print_diff(diff: RunDiff) -> None:
@@ -110,16 +110,13 @@ def print_diff(diff: RunDiff) -> None:
     first = diff.first_divergence
     if first is not None:
         step = first.aligned.step
-        where = [
-            f"seq {s.seq} in {n}" for n, s in (("A", first.aligned.a), ("B", first.aligned.b)) if s
-        ]
+        sides = (("A", first.aligned.a), ("B", first.aligned.b))
+        where = [f"{name} seq {s.seq} #{s.ordinal}" for name, s in sides if s is not None]
         console.print(
             f"\n[bold]first divergence[/] at step {first.index + 1} of {len(diff.steps)}:"
             f" [bold]{first.aligned.status}[/]"
         )
-        console.print(
-            f"  where  {escape(step.span)} · {step.kind} #{step.ordinal} · {', '.join(where)}"
-        )
+        console.print(f"  where  {escape(step.span)} · {step.kind} · {', '.join(where)}")
         console.print(f"  why    {escape(first.reason)}")
         if first.detail is not None:
             console.print(Text(f"  step   {_text(first.detail)}"))

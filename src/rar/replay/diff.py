@@ -311,33 +311,27 @@ def steps_of(events: Iterable[dict[str, Any]]) -> list[Step]:
     return steps
 
 
-def align(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
-    """Pairs of aligned steps; ``(step, None)`` / ``(None, step)`` for a step in one run only."""
-    pairs: list[Pair] = []
-    i0 = j0 = 0
-    for i, j in [*_common(_tokens(a, content=True), _tokens(b, content=True)), (len(a), len(b))]:
-        pairs.extend(_align_keys(a[i0:i], b[j0:j]))
-        if i < len(a):
-            pairs.append((a[i], b[j]))
-        i0, j0 = i + 1, j + 1
-    return pairs
+def align(a: Sequence[Step], b: Sequence[Step], *, content: bool = True) -> list[Pair]:
+    """Pairs of aligned steps; ``(step, None)`` / ``(None, step)`` for a step in one run only.
 
-
-def _align_keys(a: Sequence[Step], b: Sequence[Step]) -> list[Pair]:
-    """Align a stretch of unpaired steps by (span, kind) alone."""
-    pairs: list[Pair] = []
+    ``content``: pair by (span, kind, request) first, then each unpaired stretch by (span, kind).
+    """
     if not a or not b:
         return [*((x, None) for x in a), *((None, y) for y in b)]
+    pairs: list[Pair] = []
     i0 = j0 = 0
-    for i, j in [*_common(_tokens(a), _tokens(b)), (len(a), len(b))]:
-        pairs.extend([*((x, None) for x in a[i0:i]), *((None, y) for y in b[j0:j])])
+    for i, j in [*_common(_tokens(a, content), _tokens(b, content)), (len(a), len(b))]:
+        if content:
+            pairs.extend(align(a[i0:i], b[j0:j], content=False))
+        else:
+            pairs.extend([*((x, None) for x in a[i0:i]), *((None, y) for y in b[j0:j])])
         if i < len(a):
             pairs.append((a[i], b[j]))
         i0, j0 = i + 1, j + 1
     return pairs
 
 
-def _tokens(steps: Sequence[Step], *, content: bool = False) -> list[tuple[Any, ...]]:
+def _tokens(steps: Sequence[Step], content: bool) -> list[tuple[Any, ...]]:
     """(span, kind[, request digest or else result digest], occurrence): unique in a run."""
     seen: dict[tuple[Any, ...], int] = {}
     tokens = []

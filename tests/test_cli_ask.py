@@ -143,3 +143,17 @@ def test_profiles_from_a_file_are_used_by_name(server: OpenAIServer, tmp_path: P
                          str(profiles), "--json")
     assert code == 0, err
     assert server.last.body["model"] == "tiny" and server.last.body["temperature"] == 0.1
+
+
+def test_an_ask_run_replays_offline_without_the_key(
+    server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.script(Answer(content="recorded once"))
+    _, out, _ = rar(tmp_path / "runs", "ask", "replay me", "--model", "openai:m", "--json")
+    run_id = orjson.loads(out)["run_id"]
+    server.reset()
+    monkeypatch.delenv("OPENAI_API_KEY")
+    code, out, err = rar(tmp_path / "runs", "replay", run_id, "--json")
+    assert code == 0, (out, err)
+    assert orjson.loads(out)["replay_status"] == "reproducible"
+    assert server.received == []

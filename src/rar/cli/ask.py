@@ -25,6 +25,33 @@ def build_request(client: Any, prompt: str, system: str | None, tools: list[Any]
     return client.request(messages=messages, tools=tuple(tools))
 
 
+def ask_entry(
+    run: Any,
+    prompt: str,
+    profile: dict[str, Any],
+    system: str | None = None,
+    tools: bool = False,
+    max_steps: int = 6,
+    cache: bool = True,
+) -> dict[str, str]:
+    """The entrypoint of a ``rar ask`` run (so that ``rar replay`` can re-create it)."""
+    from rar.agent import Agent
+    from rar.llm.client import Client
+    from rar.llm.profiles import Profile, Profiles
+    from rar.tools import default_tools
+
+    client = Client(Profile.model_validate(profile), run=run, profiles=Profiles(), cache=cache)
+    if tools:
+        result = Agent(client, default_tools(), max_steps=max_steps, system_prompt=system).run(
+            prompt, run=run
+        )
+        if result.error:
+            raise _provider_failed(result)
+        return {"text": result.text, "stop_reason": result.stop_reason.value}
+    response = client.complete(build_request(client, prompt, system, []))
+    return {"text": response.content or "", "stop_reason": "completed"}
+
+
 def ask(
     store: Any,
     prompt: str,
@@ -37,48 +64,49 @@ def ask(
     cache: bool,
 ) -> dict[str, Any]:
     """Record a run that asks ``prompt``; return the JSON summary ``rar ask --json`` prints."""
-    from rar.agent import Agent
     from rar.llm.client import Client
-    from rar.runtime.run import record
+    from rar.replay.engine import execute
     from rar.tools import default_tools
 
     if not prompt.strip():
         raise ConfigError("the prompt is empty; give the question to ask, e.g. rar ask 'Hi'")
     profiles, profile = resolve_profile(model, profiles_file)
-    registry = default_tools() if use_tools else None
-    client = Client(profile, store=store, profiles=profiles, cache=cache).connect()
-    run = record(
-        prompt,
+    Client(profile, profiles=profiles, cache=False).connect()  # a missing key fails here
+    tools = [{"name": t.name, "version": t.version} for t in default_tools()] if use_tools else []
+    run = execute(
+        ask_entry,
+        inputs={
+            "prompt": prompt,
+            "profile": profile.model_dump(mode="json", exclude_defaults=True),
+            "system": system,
+            "tools": use_tools,
+            "max_steps": max_steps,
+            "cache": cache,
+        },
+        goal=prompt,
         store=store,
         models=[profile.recorded()],
-        tools=[{"name": t.name, "version": t.version} for t in registry] if registry else [],
+        tools=tools,
         secrets=[profile.key_reference] if profile.key_reference else [],
-        config={"command": "ask", "tools": use_tools, "max_steps": max_steps},
+        config={"command": "ask"},
         tags={"kind": "ask"},
     )
-    with run:
-        client.run = run
-        if registry is not None:
-            result = Agent(client, registry, max_steps=max_steps, system_prompt=system).run(
-                prompt, run=run
-            )
-            text, stop = result.text, result.stop_reason.value
-            if result.error:
-                raise _provider_failed(result)
-        else:
-            response = client.complete(build_request(client, prompt, system, []))
-            text, stop = response.content or "", "completed"
-        run.finish(result={"text": text, "stop_reason": stop})
-    stats = client.stats
+    manifest = run.manifest
+    stats = manifest.stats.get("llm", {})
+    result = run.store.resolve_payload(run.store.events(run.id)[-1].get("result")) or {}
+    calls = int(stats.get("calls", 0))
     return {
         "run_id": run.id,
-        "text": text,
+        "text": result.get("text", ""),
         "model": f"{profile.provider}:{profile.model}",
-        "usage": stats.usage.model_dump(),
-        "cost": round(stats.cost, 8),
-        "cached": bool(stats.calls) and stats.cached_calls == stats.calls,
-        "calls": stats.calls,
-        "stop_reason": stop,
+        "usage": {
+            name: int(stats.get(name, 0))
+            for name in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+        },
+        "cost": round(float(stats.get("cost", 0.0)), 8),
+        "cached": bool(calls) and int(stats.get("cached_calls", 0)) == calls,
+        "calls": calls,
+        "stop_reason": result.get("stop_reason", ""),
     }
 
 

@@ -77,6 +77,12 @@ class _Target:
                 self._provider = connect(self.profile)
             return self._provider
 
+    def check(self) -> None:
+        """Connect now, refusing a missing key or a bad setting before anything is recorded."""
+        with self._lock:
+            if self._provider is None:
+                self._provider = connect(self.profile, check_key=True)
+
     def payload(self, request: Request) -> dict[str, Any]:
         return {
             "provider": provider_name(self.provider),
@@ -125,7 +131,7 @@ class Client:
     def connect(self) -> Client:
         """Connect every provider now, so that a missing key or bad setting shows up early."""
         for target in self.targets:
-            _ = target.provider
+            target.check()
         return self
 
     # --- building requests -------------------------------------------------------------------

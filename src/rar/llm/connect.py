@@ -20,8 +20,12 @@ def echo(request: Request) -> str:
 BUILTIN_SCRIPTED = {"echo": echo}
 
 
-def connect(profile: Profile, **options: Any) -> Provider:
-    """The provider a profile describes, with its key resolved from the environment."""
+def connect(profile: Profile, *, check_key: bool = False, **options: Any) -> Provider:
+    """The provider a profile describes, with its key resolved from the environment.
+
+    A missing key surfaces at the first call; ``check_key=True`` refuses it now instead.
+    Replays connect without a key: served calls never reach the provider.
+    """
     kind = profile.provider
     if kind == "scripted":
         function = BUILTIN_SCRIPTED.get(profile.model)
@@ -35,7 +39,12 @@ def connect(profile: Profile, **options: Any) -> Provider:
     # A provider's conventional key (OPENAI_API_KEY, ...) goes only to that provider's own
     # endpoint: a profile that points somewhere else must name its key explicitly.
     elsewhere = bool(profile.base_url) and not profile.api_key
-    key = None if elsewhere else profile.resolve_key()
+    try:
+        key = None if elsewhere else profile.resolve_key()
+    except MissingAPIKeyError:
+        if check_key:
+            raise
+        key = None
     common: dict[str, Any] = {
         "base_url": profile.base_url,
         "api_key": key,
@@ -50,26 +59,28 @@ def connect(profile: Profile, **options: Any) -> Provider:
         elif profile.key_variables:
             common["api_key_env"] = profile.key_variables[0]
         if kind == "openai":
-            return _checked(OpenAIChat(profile.model, **common), profile, key, elsewhere)
+            return _checked(OpenAIChat(profile.model, **common), profile, key, elsewhere, check_key)
         text = OpenAIText(profile.model, template=profile.template or "chatml", **common)
-        return _checked(text, profile, key, elsewhere)
+        return _checked(text, profile, key, elsewhere, check_key)
     if kind == "gemini":
         from rar.llm.providers.gemini import Gemini
 
-        return _checked(Gemini(profile.model, **common), profile, key, elsewhere)
+        return _checked(Gemini(profile.model, **common), profile, key, elsewhere, check_key)
     if kind == "anthropic":
         from rar.llm.providers.anthropic import Anthropic
 
-        return _checked(Anthropic(profile.model, **common), profile, key, elsewhere)
+        return _checked(Anthropic(profile.model, **common), profile, key, elsewhere, check_key)
     raise ConfigError(f"unknown provider {kind!r}")
 
 
-def _checked(provider: Provider, profile: Profile, key: str | None, elsewhere: bool) -> Provider:
+def _checked(
+    provider: Provider, profile: Profile, key: str | None, elsewhere: bool, check_key: bool
+) -> Provider:
     """Refuse now, not at the first call, a provider that will need a key it does not have."""
     from rar.llm.provider import provider_base_url
     from rar.llm.providers.openai import is_local_url
 
-    if key is None and not elsewhere and profile.key_variables:
+    if check_key and key is None and not elsewhere and profile.key_variables:
         url = provider_base_url(provider) or ""
         if not is_local_url(url):
             raise MissingAPIKeyError(profile.provider, profile.key_variables)

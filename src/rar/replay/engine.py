@@ -97,7 +97,11 @@ def execute(
     store: Store | str | None = None,
     **record_options: Any,
 ) -> Run:
-    """Record a run of ``entrypoint(run, **inputs)``; return the finished run."""
+    """Record a run of ``entrypoint(run, **inputs)``; return the finished run.
+
+    An exception from the function finishes the run as failed (the error is in the record)
+    and is raised again.
+    """
     function = load_entrypoint(entrypoint) if isinstance(entrypoint, str) else entrypoint
     run = record(
         goal,
@@ -106,7 +110,9 @@ def execute(
         entrypoint=entrypoint_name(entrypoint),
         **record_options,
     )
-    _call(run, function, dict(inputs or {}))
+    failure = _call(run, function, dict(inputs or {}))
+    if failure is not None:
+        raise failure
     return run
 
 

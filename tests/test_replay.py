@@ -352,3 +352,17 @@ def test_an_unknown_setting_is_refused_with_the_settable_ones(store: Store) -> N
     run = run_demo(store)
     with pytest.raises(ReplayRefusedError, match=r"unknown setting .colour.*seed"):
         replay(run.id, store=store, mode="fork", at=3, overrides={"colour": "red"})
+
+
+def test_a_run_that_now_fails_where_it_succeeded_is_not_reproducible(store: Store) -> None:
+    def fine(run: Run) -> int:
+        return run.effect("tool", {"n": 1}, lambda: 1)
+
+    def breaks(run: Run) -> int:
+        run.effect("tool", {"n": 1}, lambda: 1)
+        raise KeyError("gone")
+
+    run = execute(fine, store=store, redactor=QUIET)
+    report = replay(run.id, store=store, function=breaks, redactor=QUIET)
+    assert report.replay_status == "non-reproducible" and report.result_equal is False
+    assert "now fails with KeyError" in report.first_divergence["reason"]

@@ -211,7 +211,8 @@ def _replayable(
             f"run {run_id} is still being written by another process; replay it when it "
             "has finished"
         )
-    check = verify_store(store, [run_id], blobs=False)  # blobs are verified as they are read
+    # blobs included: a damaged recorded answer must refuse the replay, not be served
+    check = verify_store(store, [run_id])
     if not check.ok:
         listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
         raise ReplayRefusedError(
@@ -347,15 +348,29 @@ def _report(
         }
     if divergence is None and original is not None:
         recorded_error = original.get("error")
+        judged = mode in ("strict", "cached")
         if outcome_kind == "error":
             mine = error_value(value)
             result_equal = bool(recorded_error) and recorded_error.get("type") == mine["type"]
+            if not result_equal and judged:
+                before = (
+                    f"failed with {recorded_error.get('type')}"
+                    if recorded_error
+                    else "finished with a result"
+                )
+                divergence = {
+                    "reason": f"the run now fails with {mine['type']}: {mine['message']} "
+                    f"where the record {before}",
+                }
         else:
             expected = store.resolve_payload(original.get("result"))
             result_equal = recorded_error is None and _same(expected, value)
-            if not result_equal and mode in ("strict", "cached"):
+            if not result_equal and judged:
                 divergence = {
-                    "reason": "the final result differs",
+                    "reason": "the final result differs"
+                    if recorded_error is None
+                    else f"the run now finishes where the record failed with "
+                    f"{recorded_error.get('type')}",
                     "differences": field_differences(expected, _jsonable(value)),
                 }
     if divergence is not None:

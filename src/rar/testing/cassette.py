@@ -125,7 +125,11 @@ def read_cassette(path: Path | str) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise CassetteError(f"{meta_path} is not readable JSON: {exc}", path=str(path)) from exc
     run_id = meta.get("run_id")
-    if meta.get("format") != CASSETTE_FORMAT or not isinstance(run_id, str):
+    if (
+        meta.get("format") != CASSETTE_FORMAT
+        or not isinstance(run_id, str)
+        or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", run_id)
+    ):
         raise CassetteError(
             f"{meta_path} is not a {CASSETTE_FORMAT} cassette description", path=str(path)
         )
@@ -169,24 +173,17 @@ def record_cassette(
     with tempfile.TemporaryDirectory(prefix="rar-record-") as scratch:  # no user path in it
         staging = Store(Path(scratch) / "store", create=True)
         try:
-            run = execute(
-                entrypoint,
-                inputs=dict(inputs or {}),
-                store=staging,
-                seed=seed,
-                durable=False,
-                redactor=redactor,
-                **record_options,
-            )
+            run_id = _record(staging, entrypoint, inputs, seed, redactor, record_options)
+            status = staging.manifest(run_id).status.value
         finally:
             staging.close()
         fresh = Path(scratch) / "cassette"
-        _copy_run(staging.root, fresh, run.id)
+        _copy_run(staging.root, fresh, run_id)
         meta = {
             "format": CASSETTE_FORMAT,
-            "run_id": run.id,
+            "run_id": run_id,
             "entrypoint": entrypoint_name(entrypoint),
-            "status": run.manifest.status.value,
+            "status": status,
             "recorded_with": f"rar {__version__}",
         }
         (fresh / CASSETTE_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -204,20 +201,47 @@ def record_cassette(
         _install(fresh, path)
     if outcome is None:
         report = ReplayReport(
-            source_run=run.id, replay_run=None, mode="strict", replay_status="not-replayed"
+            source_run=run_id, replay_run=None, mode="strict", replay_status="not-replayed"
         )
-        return GoldenResult(name or path.name, path, run.id, None, report, recorded=True)
+        return GoldenResult(name or path.name, path, run_id, None, report, recorded=True)
     if raise_error and outcome.error is not None:
         raise outcome.error
     return GoldenResult(
         outcome.name,
         path,
-        run.id,
+        run_id,
         outcome.result,
         outcome.report,
         recorded=True,
         error=outcome.error,
     )
+
+
+def _record(
+    staging: Store,
+    entrypoint: Entrypoint,
+    inputs: Mapping[str, Any] | None,
+    seed: int,
+    redactor: Redactor,
+    record_options: dict[str, Any],
+) -> str:
+    """Record the run into the staging store; its id (a failed run is a golden run too)."""
+    try:
+        run = execute(
+            entrypoint,
+            inputs=dict(inputs or {}),
+            store=staging,
+            seed=seed,
+            durable=False,
+            redactor=redactor,
+            **record_options,
+        )
+    except Exception:
+        recorded = staging.run_ids()  # the error is in the record; the replay raises it again
+        if len(recorded) != 1 or not staging.manifest(recorded[0]).status.finished:
+            raise
+        return recorded[0]
+    return run.id
 
 
 def replay_cassette(
@@ -319,7 +343,9 @@ def _replay_copy(
             ) from exc
     finally:
         store.close()
-    if not report.reproducible:
+    # result_equal False with no divergence: it ended differently (an error where the record
+    # has a result, or another error), which replay's status alone does not count
+    if not report.reproducible or report.result_equal is False:
         raise GoldenMismatchError(
             describe_mismatch(report, name=name, path=path, recording=recording), report
         )
@@ -371,7 +397,9 @@ def _check_inputs(
             "  differences (recorded -> given):",
         ]
         lines += [_difference_line(d) for d in differences]
-        lines.append("Record the cassette again if the new inputs are intended (--rar-record).")
+        lines.append(
+            "If the new inputs are intended, record the cassette again: pytest --rar-record"
+        )
         raise GoldenMismatchError("\n".join(lines))
 
 
@@ -379,11 +407,15 @@ def describe_mismatch(
     report: ReplayReport, *, name: str, path: Path | str, recording: bool = False
 ) -> str:
     """A readable account of a non-reproducible replay: where, what, and what else differs."""
+    divergence = report.first_divergence or {}
+    status = report.replay_status
+    if not divergence and report.result_equal is False:
+        status = "the run ended differently"
+        divergence = {"reason": "the outcome differs from the recorded one (result or error)"}
     lines = [
-        f"golden run {name!r} diverged from its cassette: {report.replay_status}",
+        f"golden run {name!r} diverged from its cassette: {status}",
         f"  cassette: {path} (run {report.source_run})",
     ]
-    divergence = report.first_divergence or {}
     if divergence:
         lines.append(f"  first divergence: {divergence.get('reason')}")
         for key in ("span", "ordinal", "kind"):

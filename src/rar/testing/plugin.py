@@ -34,8 +34,9 @@ put them elsewhere::
 
 Records use ``Redactor(env={})`` (nothing from the test process's environment leaks into the
 cassette) and seed 0; ``rar_cassette.run(..., seed=..., redactor=..., goal=..., tags=...)``
-changes them. Keep cassettes byte-exact in git with ``* -text`` in a ``.gitattributes`` in the
-cassette directory. See ``docs/testing.md``.
+changes them. In the cassette directory, ``* -text`` in a ``.gitattributes`` keeps cassettes
+byte-exact in git, and ``index.sqlite`` in a ``.gitignore`` ignores what the ``rar`` CLI adds when
+it reads one. Annotate the fixture as ``rar.testing.plugin.RarCassette``. See ``docs/testing.md``.
 """
 
 from __future__ import annotations

@@ -366,3 +366,20 @@ def test_a_run_that_now_fails_where_it_succeeded_is_not_reproducible(store: Stor
     report = replay(run.id, store=store, function=breaks, redactor=QUIET)
     assert report.replay_status == "non-reproducible" and report.result_equal is False
     assert "now fails with KeyError" in report.first_divergence["reason"]
+
+
+def test_a_live_call_served_by_another_model_is_named_in_the_boundary(store: Store) -> None:
+    from rar.llm import Message, Response
+
+    def ask(run: Run, served_by: str) -> str:
+        model = ScriptedModel(lambda request: Response(content="hi", model=served_by))
+        client = Client(model, run=run, profiles=Profiles(), cache=False)
+        return client.complete(messages=[Message.user("hello")]).content or ""
+
+    run = execute(ask, inputs={"served_by": "model-2024"}, store=store, redactor=QUIET)
+    effects = [e for e in store.events(run.id) if e["type"] == "effect"]
+    report = replay(run.id, store=store, mode="fork", at=effects[0]["seq"] - 1,
+                    function=lambda run, served_by: ask(run, "model-2025"), redactor=QUIET)
+    assert report.live == 1
+    (entry,) = report.boundary["served_models"]
+    assert entry["expected"] == ["model-2024"] and entry["actual"] == ["model-2025"]

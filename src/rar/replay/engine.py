@@ -390,7 +390,7 @@ def _report(
         first_divergence=divergence,
         unconsumed=unconsumed,
         result_equal=result_equal,
-        boundary=_boundary(manifest, run.manifest),
+        boundary=_boundary(manifest, run.manifest, store, events, run.id, source),
         error=error_value(failure) if failure is not None else None,
     )
     run.log_event("replay", report=report.as_dict())
@@ -419,9 +419,36 @@ def _same(expected: Any, actual: Any) -> bool:
         return False
 
 
-def _boundary(source: Manifest, replayed: Manifest) -> dict[str, Any]:
-    """What differs around the code: environment, models, tools, inputs, corpus."""
+def _served_models(store: Store, events: list[dict[str, Any]]) -> list[str]:
+    """The model ids providers said served the recorded llm calls."""
+    served: set[str] = set()
+    for event in events:
+        if event.get("type") == "effect" and event.get("kind") == "llm" and "result" in event:
+            result = store.resolve_payload(event["result"])
+            if isinstance(result, dict) and isinstance(result.get("response"), dict):
+                served.add(str(result["response"].get("model", "")))
+    return sorted(served)
+
+
+def _boundary(
+    source: Manifest,
+    replayed: Manifest,
+    store: Store,
+    source_events: list[dict[str, Any]],
+    replay_id: str,
+    effects: RecordedEffects,
+) -> dict[str, Any]:
+    """What differs around the code: environment, models served, tools, inputs, corpus."""
     boundary: dict[str, Any] = {}
+    if effects.live:  # live calls may have been served by another model version
+        before, after = (
+            _served_models(store, source_events),
+            _served_models(store, store.events(replay_id)),
+        )
+        if before != after:
+            boundary["served_models"] = [
+                {"field": "served_models", "expected": before, "actual": after}
+            ]
     env = field_differences(source.environment, environment_fingerprint())
     if env:
         boundary["environment"] = env

@@ -44,7 +44,7 @@ from rar.llm.profiles import Profiles
 from rar.llm.providers.openai import OpenAIChat
 from rar.llm.types import Message, Request, Response, Usage
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 
 HIT_GOAL_US = 100.0

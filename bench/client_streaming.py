@@ -39,7 +39,7 @@ from rar.llm.profiles import Profiles
 from rar.llm.providers.openai import OpenAIChat
 from rar.llm.types import Message, Request, StreamChunk
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 GOAL_US = 1000.0
 MODEL = "bench-model"

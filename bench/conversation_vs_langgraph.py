@@ -36,7 +36,7 @@ from _common import dir_size, median, table, temp_dir, text
 
 from rar.hashing import Canonical
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 from rar.store.verify import verify_store
 

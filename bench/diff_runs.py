@@ -22,7 +22,7 @@ from _common import median, table, temp_dir
 
 from rar.redaction import Redactor
 from rar.replay.diff import diff_runs
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 
 GOAL_S = 1.0

@@ -26,7 +26,7 @@ from _common import median, table, temp_dir
 
 import rar
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 
 GOAL_MS = 200.0

@@ -22,7 +22,7 @@ from _common import median, table, temp_dir, text
 
 from rar.hashing import canonical
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 GOAL_US = 30.0
 POOL = 256

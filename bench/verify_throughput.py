@@ -19,7 +19,7 @@ from _common import median, table, temp_dir, text
 
 from rar.hashing import Canonical
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 from rar.store.verify import verify_store
 

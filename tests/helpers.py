@@ -6,7 +6,8 @@ from typing import Any
 
 from rar.hashing import Canonical
 from rar.redaction import Redactor
-from rar.runtime.run import Run, record
+from rar.runtime.run import Run
+from rar.runtime.start import record
 from rar.store.store import Store
 
 

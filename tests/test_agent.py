@@ -10,7 +10,7 @@ from rar.llm import Message, Request, Response, ScriptedModel, ToolCall, tool_ca
 from rar.llm.client import Client, RetryPolicy
 from rar.llm.profiles import Profiles
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 from rar.tools import tool
 

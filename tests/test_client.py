@@ -22,7 +22,7 @@ from rar.llm.interceptors import BudgetExceededError, CostTracker, TokenBucketLi
 from rar.llm.profiles import Cost, Profile, Profiles
 from rar.llm.types import FinishReason
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 
 

@@ -18,7 +18,7 @@ from rar.llm.client import Client
 from rar.llm.profiles import Profiles
 from rar.redaction import Redactor
 from rar.replay.diff import STATUSES, RunDiff, diff_runs
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store
 from rar.tools import calculator
 
@@ -224,7 +224,7 @@ def test_usage_and_cache_hits_are_reported_without_breaking_equivalence(store: S
 def test_manifest_differences_are_reported_and_do_not_count_by_themselves(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rar.runtime import run as run_module
+    from rar.runtime import start as run_module
 
     a = record_work(store, tools("search"), seed=1)
     real = run_module.environment_fingerprint

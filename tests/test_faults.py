@@ -22,7 +22,7 @@ import pytest
 from rar.errors import AppendError
 from rar.hashing import digest_bytes
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.log import read_tail
 from rar.store.store import EVENTS_NAME, Store
 from rar.store.verify import verify_store

@@ -243,7 +243,7 @@ def test_replay_refuses_a_corrupt_log_and_shows_the_verify_errors(store: Store) 
 
 
 def test_replay_refuses_a_run_that_is_still_being_written(store: Store) -> None:
-    from rar.runtime.run import record
+    from rar.runtime.start import record
 
     open_run = record("busy", store=store, redactor=QUIET)
     try:
@@ -307,7 +307,7 @@ def test_resume_continues_an_interrupted_run_in_the_same_log(store: Store) -> No
                 raise KeyboardInterrupt  # the process is stopped here
         return out
 
-    from rar.runtime.run import record
+    from rar.runtime.start import record
 
     run = record("stopped", store=store, redactor=QUIET, inputs={"stop_after": 2},
                  entrypoint="tests:steps")

@@ -12,7 +12,7 @@ import pytest
 from rar.errors import CanonicalizationError, RunClosedError, RunLockedError
 from rar.hashing import Canonical, digest_value
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.events import EVENT_ADAPTER
 from rar.store.store import Store
 from rar.store.verify import verify_store

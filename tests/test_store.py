@@ -18,7 +18,7 @@ from rar.errors import (
 )
 from rar.hashing import digest_bytes
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 from rar.store.store import Store, default_store_path
 
 
@@ -165,7 +165,7 @@ def test_a_taken_run_id_is_a_clear_error_and_a_fresh_id_is_drawn_when_none_was_g
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from rar.errors import RunExistsError
-    from rar.runtime import run as run_module
+    from rar.runtime import start as run_module
 
     first = record("a", store=store, redactor=Redactor(env={}), run_id="fixed-id")
     first.finish()

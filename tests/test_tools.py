@@ -15,7 +15,8 @@ import pytest
 
 from rar.llm.types import ToolCall, ToolSpec
 from rar.redaction import Redactor
-from rar.runtime.run import Run, record
+from rar.runtime.run import Run
+from rar.runtime.start import record
 from rar.tools import (
     Tool,
     ToolDefinitionError,

@@ -112,7 +112,7 @@ def test_a_missing_blob_is_reported(store: Store) -> None:
     run = record_small_run(store, steps=2)
     big = "x" * 3000
     from rar.redaction import Redactor
-    from rar.runtime.run import record
+    from rar.runtime.start import record
 
     with record("big", store=store, redactor=Redactor(env={})) as big_run:
         big_run.effect("tool", {"name": "big"}, lambda: big)

@@ -18,7 +18,7 @@ import sys
 import time
 
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 SHARED = {"shared": "the same large payload in every run " * 200}
 

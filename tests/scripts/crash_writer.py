@@ -20,7 +20,7 @@ import random
 import sys
 
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 SIZES = (16, 200, 900, 1500, 3000, 12000)
 

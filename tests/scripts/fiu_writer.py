@@ -24,7 +24,7 @@ import sys
 
 from rar.errors import AppendError
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 
 class Acks:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rar.errors import AppendError, RarError
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 
 def _size(path: Path) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from rar.redaction import Redactor
-from rar.runtime.run import record
+from rar.runtime.start import record
 
 
 def main() -> None:

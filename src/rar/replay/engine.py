@@ -29,7 +29,8 @@ from rar.redaction import Redactor
 from rar.replay.fields import field_differences
 from rar.replay.source import Mode, NondeterminismError, RecordedEffects, ReplayMissError
 from rar.runtime.fingerprint import environment_fingerprint
-from rar.runtime.run import Run, error_value, record
+from rar.runtime.run import Run, error_value
+from rar.runtime.start import record
 from rar.store.manifest import Manifest, RunStatus
 from rar.store.store import Store
 

@@ -35,19 +35,18 @@ import threading
 import time
 import uuid as _uuid
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rar.errors import CanonicalizationError, RunClosedError, RunExistsError
-from rar.redaction import Redactor, default_redactor, redaction_policy
-from rar.runtime.fingerprint import environment_fingerprint
-from rar.store.events import PayloadRef
-from rar.store.manifest import Manifest, ParentRef, RunStatus, immutable_part
+from rar.errors import CanonicalizationError, RunClosedError
+from rar.redaction import Redactor
+from rar.runtime import replaying as _replaying
+from rar.store.manifest import Manifest, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
-from rar.store.store import Store, new_run_id, utc_now_iso
+from rar.store.store import Store, utc_now_iso
 from rar.store.writer import RunWriter
 
 if TYPE_CHECKING:
@@ -164,9 +163,9 @@ class Run:
         """Perform an effect through the record; return its (recorded) result."""
         span, ordinal, request_ref = self._prepare(kind, request)
         if self._source is not None:
-            served = self._from_source(span, ordinal, kind, request_ref)
+            served = _replaying.from_source(self, span, ordinal, kind, request_ref)
             if served is not None:
-                return self._serve(span, ordinal, kind, request_ref, served)  # type: ignore[no-any-return]
+                return _replaying.serve(self, span, ordinal, kind, request_ref, served)  # type: ignore[no-any-return]
         start = time.perf_counter_ns()
         try:
             result = perform()
@@ -179,9 +178,9 @@ class Run:
         """The asynchronous form of :meth:`effect`."""
         span, ordinal, request_ref = self._prepare(kind, request)
         if self._source is not None:
-            served = self._from_source(span, ordinal, kind, request_ref)
+            served = _replaying.from_source(self, span, ordinal, kind, request_ref)
             if served is not None:
-                return self._serve(span, ordinal, kind, request_ref, served)  # type: ignore[no-any-return]
+                return _replaying.serve(self, span, ordinal, kind, request_ref, served)  # type: ignore[no-any-return]
         start = time.perf_counter_ns()
         try:
             result = await perform()
@@ -189,63 +188,6 @@ class Run:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise
         return self._record_result(span, kind, ordinal, request_ref, result, start)
-
-    def _from_source(
-        self, span: Span, ordinal: int, kind: str, request_ref: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The recorded event to serve this effect from, or None to perform it live."""
-        from rar.replay.source import NondeterminismError
-
-        assert self._source is not None
-        try:
-            served = self._source.serve(span.path, ordinal, kind, request_ref["digest"])
-        except NondeterminismError as exc:
-            expected = exc.details.get("expected") or {}
-            if expected.get("seq") is not None:
-                exc.details["differences"] = self._request_differences(
-                    int(expected["seq"]), request_ref
-                )
-                exc.differences = exc.details["differences"]  # type: ignore[attr-defined]
-            raise
-        return None if served is None else served.event
-
-    def _request_differences(self, seq: int, request_ref: dict[str, Any]) -> list[dict[str, Any]]:
-        from rar.replay.fields import field_differences
-
-        assert self._source is not None
-        recorded = next(e for e in self._source.by_identity.values() if int(e["seq"]) == seq)
-        try:
-            expected = self.store.resolve_payload(recorded["request"])
-            actual = self.store.resolve_payload(_plain_ref(request_ref))
-        except Exception:  # the diff is an explanation; the error stands without it
-            return []
-        return field_differences(expected, actual)
-
-    def _serve(
-        self,
-        span: Span,
-        ordinal: int,
-        kind: str,
-        request_ref: dict[str, Any],
-        event: dict[str, Any],
-    ) -> Any:
-        """Record a served effect in this run and hand back its recorded result or error."""
-        from rar.replay.source import exception_from_record
-
-        duration = int(event.get("duration_us", 0))
-        self._append_effect(
-            span,
-            kind,
-            ordinal,
-            request_ref,
-            duration,
-            result=event.get("result"),
-            error=event.get("error"),
-        )
-        span.last_served = True
-        if "error" in event:
-            raise exception_from_record(event["error"])
-        return self.store.resolve_payload(event.get("result"))
 
     def _prepare(self, kind: str, request: Any) -> tuple[Span, int, dict[str, Any]]:
         if self.finished:
@@ -314,7 +256,7 @@ class Run:
             event["result"] = result
         if error is not None:
             event["error"] = error
-        if self._already_recorded(event) is None:
+        if _replaying.already_recorded(self, event) is None:
             self._writer.append(event, sync=True)
         span.last_effect = event
         span.last_served = False
@@ -427,39 +369,11 @@ class Run:
     def _emit(self, event: dict[str, Any], *, sync: bool = False) -> int:
         if self.finished:
             raise RunClosedError(self.id)
-        recorded = self._already_recorded(event)
+        recorded = _replaying.already_recorded(self, event)
         if recorded is not None:
             return recorded
         seq, _ = self._writer.append(event, sync=sync)
         return seq
-
-    def _already_recorded(self, event: dict[str, Any]) -> int | None:
-        """Resume: the seq of this event when the log holds it already (the replayed prefix)."""
-        pending = self._resume_log
-        if not pending:
-            return None
-        from rar.replay.source import NondeterminismError
-
-        expected = pending[0]
-        same = expected.get("type") == event.get("type") and expected.get("span") == event.get(
-            "span", "run"
-        )
-        if same and event.get("type") == "effect":
-            same = (expected.get("ordinal"), expected["request"]["digest"]) == (
-                event.get("ordinal"),
-                event["request"]["digest"],
-            )
-        if not same:
-            raise NondeterminismError(
-                f"the re-executed code writes a {event.get('type')} event where the log has a "
-                f"{expected.get('type')} event (seq {expected.get('seq')})",
-                run_id=self.id,
-                span=str(event.get("span", "run")),
-                ordinal=int(event.get("ordinal", -1)),
-                kind=str(event.get("kind", "")),
-            )
-        pending.popleft()
-        return int(expected["seq"])
 
     def artifact(
         self, name: str, data: bytes, *, media_type: str = "application/octet-stream"
@@ -565,95 +479,3 @@ class Run:
             self.finish(RunStatus.COMPLETED)
         else:
             self.finish(RunStatus.FAILED, error=exc)
-
-
-def _new_writer(
-    store: Store, run_id: str | None, *, redactor: Redactor, durable: bool
-) -> RunWriter:
-    if run_id is not None:
-        return RunWriter(store, run_id, redactor=redactor, durable=durable)
-    for _ in range(8):  # a fresh id collides only by chance: draw again
-        try:
-            return RunWriter(store, new_run_id(), redactor=redactor, durable=durable)
-        except RunExistsError:
-            continue
-    raise RunExistsError(new_run_id(), store.root)
-
-
-def record(
-    goal: str | None = None,
-    *,
-    store: Store | str | Path | None = None,
-    seed: int | None = None,
-    inputs: Mapping[str, Any] | None = None,
-    config: Mapping[str, Any] | None = None,
-    workspace: str | Path | None = None,
-    models: list[dict[str, Any]] | None = None,
-    tools: list[dict[str, Any]] | None = None,
-    entrypoint: str | None = None,
-    parent: tuple[str, int] | None = None,
-    corpus_digest: str | None = None,
-    secrets: list[str] | None = None,
-    tags: Mapping[str, str] | None = None,
-    authority: str | None = None,
-    durable: bool = True,
-    redactor: Redactor | None = None,
-    run_id: str | None = None,
-) -> Run:
-    """Start recording a new run and return its :class:`Run` context.
-
-    ``seed`` fixes the run's random streams and ids (a random seed is drawn and recorded when
-    none is given). ``workspace`` is the directory snapshotted before and after the run (default:
-    ``<run>/workspace``). ``durable=False`` skips fsync (faster, safe against process crashes,
-    not against power loss).
-    """
-    if not isinstance(store, Store):
-        store = Store(store)
-    redactor = redactor or default_redactor()
-    if seed is None:
-        seed = int.from_bytes(_random.SystemRandom().randbytes(6), "big")  # nondeterminism-ok
-    writer = _new_writer(store, run_id, redactor=redactor, durable=durable)
-    run_id = writer.run_id
-    try:
-        space = Path(workspace) if workspace is not None else writer.dir / "workspace"
-        space.mkdir(parents=True, exist_ok=True)
-        manifest = Manifest(
-            run_id=run_id,
-            created_at=utc_now_iso(),
-            goal=redactor.redact_text(goal) if goal else goal,
-            entrypoint=entrypoint,
-            inputs={
-                name: PayloadRef.model_validate(writer.plain_payload(value))
-                for name, value in (inputs or {}).items()
-            },
-            models=redactor.redact(list(models or [])),
-            tools=redactor.redact(list(tools or [])),
-            environment=environment_fingerprint(),
-            corpus_digest=corpus_digest,
-            config=redactor.redact({"seed": seed, "durable": durable, **dict(config or {})}),
-            authority=redactor.redact_text(authority) if authority else authority,
-            redaction=redaction_policy(redactor),
-            secrets=list(secrets or []),
-            parent=ParentRef(run_id=parent[0], seq=parent[1]) if parent else None,
-            workspace=str(space.resolve()),
-            tags=redactor.redact(dict(tags or {})),
-            status=RunStatus.RUNNING,
-        )
-        run = Run(writer, manifest, seed=seed, workspace=space)
-        run._begin()
-    except BaseException:
-        writer.abandon()
-        raise
-    return run
-
-
-def _plain_ref(ref: dict[str, Any]) -> dict[str, Any]:
-    """A payload reference whose inline value is plain JSON (not a Canonical part)."""
-    from rar.hashing import Canonical
-
-    value = ref.get("value")
-    if isinstance(value, Canonical):
-        import orjson
-
-        return {**ref, "value": orjson.loads(value.data)}
-    return ref

@@ -57,28 +57,51 @@ from __future__ import annotations
 import bisect
 import difflib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from rar.hashing import canonical, digest_value
+from rar.replay.diff_model import (
+    STATUSES,
+    AlignedStep,
+    AnswerDiff,
+    Divergence,
+    EvidenceDiff,
+    Metric,
+    Pair,
+    RunDiff,
+    RunSide,
+    Step,
+)
+from rar.replay.fields import FieldDiff, field_diff, json_text, shorten
+
+__all__ = [
+    "STATUSES",
+    "AlignedStep",
+    "AnswerDiff",
+    "Divergence",
+    "EvidenceDiff",
+    "FieldDiff",
+    "Metric",
+    "RunDiff",
+    "RunSide",
+    "Step",
+    "align",
+    "diff_runs",
+    "field_diff",
+    "steps_of",
+]
 
 if TYPE_CHECKING:
     from rar.store.manifest import Manifest
     from rar.store.store import Store
 
-STATUSES: tuple[str, ...] = ("same", "different-request", "different-response", "different-result")
-STATUSES += ("error-differs", "extra-in-a", "extra-in-b")
 PAYLOAD_FIELD = {"message": "content", "evidence": "anchors", "audit": "report"}
 IGNORED_RESULT_FIELDS = {"llm": frozenset({"cached", "failures"})}
-MAX_FIELDS = 40
-VALUE_WIDTH = 80
 _MANIFEST_SKIP = frozenset(
     {"run_id", "created_at", "workspace", "status", "finished_at", "events", "head", "stats"}
 )
 _HEADER = ("performative", "sender", "receivers", "conversation_id", "reply_to")
-_ABSENT: Any = object()
 _REASONS = {
     "different-request": "the {kind} request differs",
     "different-response": "same request; the model answered differently",
@@ -87,168 +110,6 @@ _REASONS = {
     "extra-in-a": "a {kind} step in A only (removed in B)",
     "extra-in-b": "a {kind} step in B only (inserted in B)",
 }
-Pair = tuple["Step | None", "Step | None"]
-
-
-class _Plain:
-    """``as_dict`` of a flat dataclass: its fields, tuples as lists."""
-
-    __slots__ = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        items = ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step of a run: its identity, request/result digests and the event it came from."""
-
-    seq: int
-    span: str
-    kind: str
-    ordinal: int
-    request: str | None
-    result: str | None
-    error: dict[str, Any] | None
-    event: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.span, self.kind)
-
-
-@dataclass(frozen=True, slots=True)
-class AlignedStep:
-    status: str
-    a: Step | None
-    b: Step | None
-
-    @property
-    def step(self) -> Step:
-        found = self.a if self.a is not None else self.b
-        assert found is not None
-        return found
-
-    def as_dict(self, index: int) -> dict[str, Any]:
-        a, b, step = self.a, self.b, self.step
-        return {
-            "index": index,
-            "status": self.status,
-            "span": step.span,
-            "kind": step.kind,
-            "a": None if a is None else {"seq": a.seq, "ordinal": a.ordinal},
-            "b": None if b is None else {"seq": b.seq, "ordinal": b.ordinal},
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class FieldDiff(_Plain):
-    path: str
-    change: str  # "changed", "added" (only in B) or "removed" (only in A)
-    a: Any
-    b: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    index: int
-    aligned: AlignedStep
-    reason: str
-    compared: str | None  # "request", "result", "error", or None for an extra step
-    fields: tuple[FieldDiff, ...]
-    fields_omitted: int
-    detail: str | None  # an extra step's request (or result), shortened
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **self.aligned.as_dict(self.index),
-            "reason": self.reason,
-            "compared": self.compared,
-            "fields": [f.as_dict() for f in self.fields],
-            "fields_omitted": self.fields_omitted,
-            "detail": self.detail,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerDiff(_Plain):
-    a: str | None
-    b: str | None
-    status_a: str
-    status_b: str
-    diff: tuple[str, ...]  # unified diff lines, empty when the texts are equal
-
-    @property
-    def equal(self) -> bool:
-        return self.a == self.b and self.status_a == self.status_b
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceDiff(_Plain):
-    added: tuple[dict[str, Any], ...] = ()
-    removed: tuple[dict[str, Any], ...] = ()
-    changed: tuple[dict[str, Any], ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.removed or self.changed)
-
-
-@dataclass(frozen=True, slots=True)
-class Metric(_Plain):
-    name: str
-    a: float | None
-    b: float | None
-    delta: float
-
-
-@dataclass(frozen=True, slots=True)
-class RunSide(_Plain):
-    run_id: str
-    goal: str | None
-    status: str
-    events: int
-    steps: int
-
-
-@dataclass(frozen=True)
-class RunDiff:
-    a: RunSide
-    b: RunSide
-    steps: tuple[AlignedStep, ...]
-    first_divergence: Divergence | None
-    answer: AnswerDiff
-    evidence: EvidenceDiff
-    metrics: tuple[Metric, ...]
-    manifest: tuple[FieldDiff, ...]
-    manifest_omitted: int = 0
-
-    @property
-    def equivalent(self) -> bool:
-        return self.first_divergence is None and self.answer.equal
-
-    @property
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
-        for aligned in self.steps:
-            counts[aligned.status] += 1
-        return counts
-
-    def as_dict(self) -> dict[str, Any]:
-        first = self.first_divergence
-        return {
-            "a": self.a.as_dict(),
-            "b": self.b.as_dict(),
-            "equivalent": self.equivalent,
-            "counts": self.counts,
-            "first_divergence": None if first is None else first.as_dict(),
-            "steps": [aligned.as_dict(i) for i, aligned in enumerate(self.steps)],
-            "answer": {"equal": self.answer.equal, **self.answer.as_dict()},
-            "evidence": self.evidence.as_dict(),
-            "metrics": [m.as_dict() for m in self.metrics],
-            "manifest": [f.as_dict() for f in self.manifest],
-            "manifest_omitted": self.manifest_omitted,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,7 +254,7 @@ def _divergence(store: Store, index: int, aligned: AlignedStep) -> Divergence:
     if x is None or y is None:
         value = _request(store, step)
         value = value if value is not None else _result(store, step)
-        detail = _shorten(value if isinstance(value, str) else _json(value), width=160)
+        detail = shorten(value if isinstance(value, str) else json_text(value), width=160)
     elif aligned.status == "different-request":
         compared, (found, omitted) = "request", field_diff(_request(store, x), _request(store, y))
     elif aligned.status == "error-differs":
@@ -476,14 +337,14 @@ def _anchors(store: Store, steps: list[Step]) -> dict[tuple[str, str], dict[str,
         for anchor in value if isinstance(value, list) else []:
             if isinstance(anchor, dict):
                 location = anchor.get("location")
-                where = location if isinstance(location, str) else _json(location)
+                where = location if isinstance(location, str) else json_text(location)
                 found.setdefault((str(anchor.get("doc_id")), where), anchor)
     return found
 
 
 def _anchor(anchor: dict[str, Any]) -> dict[str, Any]:
     keys = ("doc_id", "location", "content_hash", "relevance_score")
-    return {**{k: anchor.get(k) for k in keys}, "snippet": _shorten(anchor.get("snippet"))}
+    return {**{k: anchor.get(k) for k in keys}, "snippet": shorten(anchor.get("snippet"))}
 
 
 def _evidence(a: dict[tuple[str, str], Any], b: dict[tuple[str, str], Any]) -> EvidenceDiff:
@@ -493,7 +354,7 @@ def _evidence(a: dict[tuple[str, str], Any], b: dict[tuple[str, str], Any]) -> E
             "location": b[key].get("location"),
             "a": a[key].get("content_hash"),
             "b": b[key].get("content_hash"),
-            "snippet": _shorten(b[key].get("snippet")),
+            "snippet": shorten(b[key].get("snippet")),
         }
         for key in sorted(a.keys() & b.keys())
         if a[key].get("content_hash") != b[key].get("content_hash")
@@ -535,51 +396,3 @@ def _manifest_view(manifest: Manifest) -> dict[str, Any]:
 
 
 # --- field-level differences -------------------------------------------------------------------
-
-
-def field_diff(a: Any, b: Any, limit: int = MAX_FIELDS) -> tuple[list[FieldDiff], int]:
-    """Where two JSON values differ (nested paths, short values), and how many more were cut."""
-    found: list[FieldDiff] = []
-    total = 0
-
-    def walk(x: Any, y: Any, path: str) -> None:
-        nonlocal total
-        if type(x) is type(y) and x == y:
-            return
-        if isinstance(x, dict) and isinstance(y, dict):
-            for key in [*x, *(k for k in y if k not in x)]:
-                walk(x.get(key, _ABSENT), y.get(key, _ABSENT), f"{path}.{key}" if path else key)
-        elif isinstance(x, list) and isinstance(y, list):
-            for i in range(max(len(x), len(y))):
-                walk(
-                    x[i] if i < len(x) else _ABSENT, y[i] if i < len(y) else _ABSENT, f"{path}[{i}]"
-                )
-        else:
-            total += 1
-            if len(found) < limit:
-                change = "added" if x is _ABSENT else "removed" if y is _ABSENT else "changed"
-                found.append(FieldDiff(path or "$", change, _shorten(x, y), _shorten(y, x)))
-
-    walk(a, b, "")
-    return found, total - len(found)
-
-
-def _shorten(value: Any, other: Any = _ABSENT, width: int = VALUE_WIDTH) -> Any:
-    """A value cut to about ``width`` characters; a long string around where it differs."""
-    if value is _ABSENT or value is None or isinstance(value, bool | int | float):
-        return None if value is _ABSENT else value
-    if isinstance(value, str):
-        if len(value) <= width:
-            return value
-        start = 0
-        if isinstance(other, str):
-            same = (i for i, (p, q) in enumerate(zip(value, other, strict=False)) if p != q)
-            start = max(0, next(same, min(len(value), len(other))) - width // 4)
-        cut = value[start : start + width - 2]
-        return ("…" if start else "") + cut + ("…" if start + len(cut) < len(value) else "")
-    text = _json(value)
-    return value if len(text) <= width else text[: width - 1] + "…"
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()

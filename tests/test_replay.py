@@ -383,3 +383,17 @@ def test_a_live_call_served_by_another_model_is_named_in_the_boundary(store: Sto
     assert report.live == 1
     (entry,) = report.boundary["served_models"]
     assert entry["expected"] == ["model-2024"] and entry["actual"] == ["model-2025"]
+
+
+def test_rar_show_summarises_the_replay_report(store_path: Path) -> None:
+    import orjson
+
+    from rar.cli import cli
+
+    runner = CliRunner()
+    run_id = orjson.loads(runner.invoke(cli, ["--store", str(store_path), "demo", "--json"])
+                         .stdout)["run_id"]
+    report = orjson.loads(runner.invoke(cli, ["--store", str(store_path), "replay", run_id,
+                                              "--json"]).stdout)
+    shown = runner.invoke(cli, ["--store", str(store_path), "show", report["replay_run"]])
+    assert f"reproducible replay of {run_id}: 5 served, 0 live" in shown.stdout

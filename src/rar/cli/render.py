@@ -194,6 +194,13 @@ def event_summary(event: dict[str, Any], load: PayloadLoader = inline_only) -> s
         return _short(event.get("error", {}).get("message") or event.get("text", ""), 70)
     if kind == "message":
         return f"{event.get('performative')} {event.get('sender')} → {event.get('receivers')}"
+    if kind == "replay":
+        report = load(event.get("report"))
+        if isinstance(report, dict):
+            return (
+                f"{report.get('replay_status')} replay of {report.get('source_run')}: "
+                f"{report.get('served')} served, {report.get('live')} live"
+            )
     return ""
 
 

@@ -1,0 +1,1 @@
+"""The science runtime: four agents answer a research question with evidence, offline."""

@@ -1,0 +1,93 @@
+"""The rule-based planner drives the orchestrator's protocol from the conversation alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from rar.llm import Message, Request, ToolCall
+from rar.science import protocol as p
+from rar.science.planner import RuleBasedPlanner, planner_message
+from rar.science.tables import analysis_code, parse_tables
+
+TABLE = {"doc_id": "arrhenius-worked-example", "location": "paragraph_4",
+         "columns": ["T (K)", "k (s^-1)"],
+         "rows": [[300.0, 2.1e-3], [310.0, 4.3e-3], [320.0, 8.4e-3]]}
+ANCHOR = {"doc_id": "arrhenius-worked-example", "doc_title": "A worked Arrhenius example",
+          "location": "paragraph_4", "content_hash": "sha256:" + "a" * 64,
+          "snippet": "Rate constants were measured at three temperatures. They rise fast.",
+          "relevance_score": 0.8}
+
+
+def conversation(question: str, *results: tuple[str, dict[str, Any]]) -> Request:
+    messages = planner_message(question, "owl_lite")
+    for step, (name, result) in enumerate(results, start=1):
+        # the planner reads only the results; the calls' arguments do not matter here
+        tool_call = ToolCall(id=f"call_{step}_{name}", name=name, arguments="{}")
+        messages.append(Message.assistant(tool_calls=[tool_call]))
+        messages.append(Message.tool(tool_call, orjson.dumps(result).decode()))
+    return Request(model="rule-based", messages=tuple(messages), tools=p.TOOLS)
+
+
+def next_call(request: Request) -> tuple[str, dict[str, Any]]:
+    response = RuleBasedPlanner().complete(request)
+    (call,) = response.tool_calls
+    return call.name, call.parsed_arguments()
+
+
+QUESTION = "What activation energy do the measured rate constants give?"
+
+
+def test_the_planner_researches_first() -> None:
+    name, args = next_call(conversation(QUESTION))
+    assert name == p.DELEGATE_RESEARCH and args["query"] == QUESTION
+
+
+def test_a_numeric_question_with_a_table_is_computed_in_the_sandbox() -> None:
+    name, args = next_call(conversation(QUESTION, (p.DELEGATE_RESEARCH,
+                                                   {"anchors": [ANCHOR], "tables": [TABLE]})))
+    assert name == p.DELEGATE_EXECUTE
+    assert "np.polyfit" in args["code"] and "arrhenius-worked-example" in args["purpose"]
+
+
+def test_then_the_draft_is_audited_with_the_computed_claim() -> None:
+    name, args = next_call(conversation(
+        QUESTION,
+        (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
+        (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
+    ))
+    assert name == p.DELEGATE_AUDIT
+    assert args["claims"][0]["text"] == "Ea = 55.3 kJ/mol"
+
+
+def test_a_challenge_is_answered_with_more_evidence_once_then_it_finalizes() -> None:
+    audit = {"passed": False, "challenges": [{"claim": "Ea = 55.3 kJ/mol",
+                                              "resolve": "JUSTIFY"}]}
+    results = [(p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
+               (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
+               (p.DELEGATE_AUDIT, audit)]
+    name, args = next_call(conversation(QUESTION, *results))
+    assert name == p.REQUEST_MORE_EVIDENCE and args["claim"] == "Ea = 55.3 kJ/mol"
+    results.append((p.REQUEST_MORE_EVIDENCE, {"anchors": []}))
+    name, args = next_call(conversation(QUESTION, *results))
+    assert name == p.FINALIZE
+    final = p.Finalize.model_validate(args)
+    assert "Ea = 55.3 kJ/mol [1]" in final.answer_markdown
+    assert final.evidence_used == ["arrhenius-worked-example#paragraph_4"]
+
+
+def test_the_planner_is_a_pure_function_of_the_conversation() -> None:
+    request = conversation(QUESTION, (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR]}))
+    assert RuleBasedPlanner().complete(request) == RuleBasedPlanner().complete(request)
+
+
+def test_tables_are_parsed_and_fitted() -> None:
+    text = "| T (K) | k (s^-1) |\n|---|---|\n| 300 | 2.1e-3 |\n| 320 | 8.4e-3 |\n"
+    (table,) = parse_tables(text)
+    assert table.columns == ("T (K)", "k (s^-1)") and len(table.rows) == 2
+    purpose, code = analysis_code(table)  # type: ignore[misc]
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # the sandbox runs it in the runtime; here we check the maths
+    assert abs(namespace["Ea_kJ_per_mol"] - 55.3) < 0.1
+    assert "Arrhenius" in purpose

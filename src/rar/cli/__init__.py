@@ -141,6 +141,13 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
         )
     ids = [store.resolve(ref) for ref in run_refs] if run_refs else None
     report = verify_store(store, ids)
+    from rar.evidence.runs import anchor_problems
+
+    for run_id in ids if ids is not None else store.run_ids():
+        try:
+            report.problems.extend(anchor_problems(store, run_id))
+        except RarError:
+            continue  # a run too damaged to read is already in the report
     print_verify(report, as_json=as_json)
     ctx.exit(0 if report.ok else 1)
 
@@ -256,8 +263,10 @@ def cache_explain(
 
 def _register() -> None:
     from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
+    from rar.cli.run_cmd import run_command
+    from rar.cli.sandbox_cmd import sandbox_group
 
-    for command in (replay_command, branch, resume_command, lineage):
+    for command in (run_command, replay_command, branch, resume_command, lineage, sandbox_group):
         cli.add_command(command)
     try:
         from rar.cli.diff_cmd import diff_command

@@ -347,3 +347,45 @@ def print_replay(report: Any, *, as_json: bool) -> None:
     for name, differences in report.boundary.items():
         fields = ", ".join(d["field"] for d in differences[:6])
         click.echo(f"  boundary: {name} differs ({fields})")
+
+
+# --- science -------------------------------------------------------------------------------------
+
+
+def print_science(result: Any) -> None:
+    from rich.markdown import Markdown
+    from rich.table import Table
+
+    console = _console()
+    console.print(Markdown(result.answer))
+    console.print()
+    table = Table(title="Evidence", box=None, header_style="bold", title_justify="left")
+    for name in ("#", "document", "location", "relevance", "content hash"):
+        table.add_column(name, no_wrap=name != "document")
+    for number, anchor in enumerate(result.anchors, start=1):
+        table.add_row(
+            str(number),
+            Text(str(anchor.get("doc_title"))),
+            str(anchor.get("location")),
+            f"{float(anchor.get('relevance_score', 0)):.2f}",
+            str(anchor.get("content_hash", ""))[:19] + "…",
+        )
+    console.print(table)
+    checks = result.audit.get("checks", [])
+    passed = sum(1 for check in checks if check.get("passed"))
+    verdict = "passed" if result.audit.get("passed") else "did not pass"
+    console.print(f"\nAudit {verdict}: {passed}/{len(checks)} checks")
+    for check in checks:
+        if not check.get("passed"):
+            console.print(Text(f"  ✗ {check.get('name')}: {check.get('detail')}"))
+    for warning in result.warnings:
+        console.print(Text(f"  warning: {warning}"), style="yellow")
+    for skipped in result.corpus_skipped:
+        console.print(
+            Text(f"  note: skipped {skipped.get('path')}: {skipped.get('reason')}"), style="dim"
+        )
+    short = result.run_id.rsplit("-", 1)[-1]
+    console.print(f"\nRun {result.run_id} ({result.status})")
+    console.print(f"  rar show {short}     the timeline: messages, Contract Net rounds, effects")
+    console.print(f"  rar replay {short}   re-execute it offline against its record")
+    console.print(f"  rar verify {short}   re-hash the record")

@@ -29,7 +29,7 @@ from rar.redaction import Redactor
 from rar.replay.fields import field_differences
 from rar.replay.source import Mode, NondeterminismError, RecordedEffects, ReplayMissError
 from rar.runtime.fingerprint import environment_fingerprint
-from rar.runtime.run import Run, error_value
+from rar.runtime.run import Run, RunWaiting, error_value
 from rar.runtime.start import record
 from rar.store.manifest import Manifest, RunStatus
 from rar.store.store import Store
@@ -121,12 +121,18 @@ def _call(run: Run, function: Callable[..., Any], inputs: dict[str, Any]) -> Bas
     """Run the function in the run; finish the run; return the exception it raised, if any."""
     try:
         result = function(run, **inputs)
+    except RunWaiting as waiting:
+        if not run.finished:
+            run.finish(
+                RunStatus.WAITING, result={"waiting_until": waiting.until, "reason": waiting.reason}
+            )
+        return None
     except Exception as exc:
         if not run.finished:
             run.finish(RunStatus.FAILED, error=exc)
         return exc
     if not run.finished:
-        run.finish(RunStatus.COMPLETED, result=result)
+        run.finish(run.outcome_status or RunStatus.COMPLETED, result=result)
     return None
 
 
@@ -291,6 +297,9 @@ def resume(
         run._before = Snapshot(before["tree"], tree, before["files"], before["bytes"])
     run._source = RecordedEffects.load(store, run_id, "resume", events=events)
     run._resume_log = deque(tail)
+    run._resume_effects_until = max(
+        (int(e["seq"]) for e in tail if e["type"] == "effect"), default=0
+    )
     try:
         outcome: tuple[str, Any] = ("result", function(run, **_inputs(store, manifest)))
     except Exception as exc:
@@ -395,10 +404,14 @@ def _report(
         error=error_value(failure) if failure is not None else None,
     )
     run.log_event("replay", report=report.as_dict())
-    if failure is not None:
+    if isinstance(failure, RunWaiting):
+        run.finish(
+            RunStatus.WAITING, result={"waiting_until": failure.until, "reason": failure.reason}
+        )
+    elif failure is not None:
         run.finish(RunStatus.FAILED, error=failure)
     else:
-        run.finish(RunStatus.COMPLETED, result=value)
+        run.finish(run.outcome_status or RunStatus.COMPLETED, result=value)
     return report
 
 

@@ -64,6 +64,15 @@ def error_value(exc: BaseException, redactor: Redactor | None = None) -> dict[st
     return {"type": type(exc).__qualname__, "message": message, "module": type(exc).__module__}
 
 
+class RunWaiting(Exception):
+    """Raised by agent code to stop a run WAITING; ``rar resume`` continues it later."""
+
+    def __init__(self, until: str, reason: str) -> None:
+        super().__init__(f"waiting until {until}: {reason}")
+        self.until = until
+        self.reason = reason
+
+
 class Span:
     """A node of the span tree: its path, its effect ordinal and its seeded random stream."""
 
@@ -118,7 +127,9 @@ class Run:
         self._effect_us = 0
         self._before: Snapshot | None = None
         self._source: RecordedEffects | None = None
+        self.outcome_status: RunStatus | None = None  # set by agent code, e.g. with warnings
         self._resume_log: deque[dict[str, Any]] = deque()  # resume: events to re-encounter
+        self._resume_effects_until = 0  # resume: seq of the last recorded effect
         self._started = time.perf_counter_ns()
         self.finished = False
 

@@ -163,8 +163,6 @@ class RuleBasedPlanner:
         self, question: str, results: dict[str, list[dict[str, Any]]], step: int
     ) -> ToolCall:
         _, claims = self._draft(question, results)
-        anchors = _anchors(results)
-        numbers = {f"{a['doc_id']}#{a['location']}": i + 1 for i, a in enumerate(anchors)}
         audit = (results.get(p.DELEGATE_AUDIT) or [{}])[-1]
         retracted = {
             str(c.get("claim"))
@@ -172,6 +170,10 @@ class RuleBasedPlanner:
             if c.get("resolve") == "RETRACT"
         }
         kept = [c for c in claims if c["text"] not in retracted]
+        numbers: dict[str, int] = {}
+        for claim in kept:  # sources numbered in order of first citation
+            for ref in claim["anchors"]:
+                numbers.setdefault(ref, len(numbers) + 1)
         lines = [f"**Question.** {question}", ""]
         for claim in kept:
             cites = "".join(f"[{numbers[ref]}]" for ref in claim["anchors"] if ref in numbers)
@@ -179,7 +181,7 @@ class RuleBasedPlanner:
         if not kept:
             lines.append("- The corpus holds no passage that answers this question.")
         lines += ["", "**Sources.**"]
-        lines += [f"[{n}] {ref.split('#')[0]}, {ref.split('#')[1]}" for ref, n in numbers.items()]
+        lines += [f"- [{n}] {ref.split('#')[0]}, {ref.split('#')[1]}" for ref, n in numbers.items()]
         computed = self._computed(results)
         confidence = 0.2 if not kept else (0.8 if audit.get("passed") else 0.5)
         uncertainty = (

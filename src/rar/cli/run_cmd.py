@@ -1,0 +1,101 @@
+"""``rar run``: the science runtime answers a research question with evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rar.errors import ConfigError
+
+
+@click.command("run")
+@click.argument("question", required=False)
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A task spec (YAML) instead of QUESTION.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["owl_lite", "owl_dl", "owl_full"]),
+    default=None,
+    help="How much evidence each claim needs (default: owl_lite).",
+)
+@click.option("--seed", type=int, default=None, help="Seed of the run (default: 0).")
+@click.option(
+    "--corpus",
+    default=None,
+    help="A directory of text/markdown documents (default: the packaged demo corpus).",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="planner:rule-based (offline, default), a profile, or provider:model.",
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Planner turns at most (default: 12).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"run_id", "status", "answer", "anchors", "audit", ...} as JSON.',
+)
+@click.pass_context
+def run_command(
+    ctx: click.Context,
+    question: str | None,
+    spec_path: Path | None,
+    mode: str | None,
+    seed: int | None,
+    corpus: str | None,
+    model: str | None,
+    max_steps: int | None,
+    as_json: bool,
+) -> None:
+    """Answer QUESTION over a corpus with four agents, offline by default; every claim cited."""
+    from rar.science.runtime import ask_question
+    from rar.science.spec import TaskSpec, load_spec
+    from rar.store.store import Store
+
+    if spec_path is not None and question:
+        raise ConfigError("give either QUESTION or --spec FILE, not both")
+    if spec_path is not None:
+        spec = load_spec(spec_path)
+    elif question is not None:
+        if not question.strip():
+            raise ConfigError(
+                "the question is empty; ask something, e.g. "
+                "rar run 'How is activation energy determined?'"
+            )
+        spec = TaskSpec(task=question)
+    else:
+        raise ConfigError("give a QUESTION or --spec FILE; see rar run --help")
+    store = Store(ctx.find_root().obj)
+    settings: dict[str, Any] = {
+        "mode": mode or spec.mode,
+        "seed": spec.seed if seed is None else seed,
+        "corpus": corpus or spec.corpus,
+        "model": model or spec.model,
+        "max_steps": max_steps or spec.max_steps,
+    }
+    if as_json:
+        result = ask_question(spec.task, store=store, **settings)
+    else:
+        from rich.console import Console
+
+        with Console(stderr=True).status("Planner, researcher, executor and auditor at work…"):
+            result = ask_question(spec.task, store=store, **settings)
+    from rar.cli.render import emit_json, print_science
+
+    if as_json:
+        emit_json(result.as_dict())
+    else:
+        print_science(result)
+    ctx.exit(0 if result.status in ("completed", "completed_with_warnings") else 1)

@@ -1,0 +1,176 @@
+"""The science runtime answers a research question with anchored evidence, offline."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from rar.cli import cli
+from rar.evidence import Corpus, EvidenceAnchor, demo_corpus_path, verify_anchors
+from rar.llm import Message, ScriptedModel, tool_call
+from rar.llm.client import Client
+from rar.llm.profiles import Profiles
+from rar.replay import execute, replay, resume
+from rar.science import protocol as p
+from rar.science.orchestrator import Orchestrator
+from rar.science.runtime import ask_question
+from rar.store.store import Store
+
+PROSE = "Why do narrow temperature ranges make Arrhenius estimates uncertain?"
+SPECS = Path(__file__).resolve().parents[1] / "src" / "rar" / "science" / "specs"
+needs_sandbox = pytest.mark.skipif(
+    shutil.which("bwrap") is None,
+    reason="bubblewrap is not installed (apt-get install bubblewrap)",
+)
+
+
+def rar(store: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--store", str(store), *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_a_question_is_answered_with_cited_verifiable_evidence(store: Store) -> None:
+    result = ask_question(PROSE, store=store)
+    assert result.status == "completed" and result.audit["passed"]
+    assert "[1]" in result.answer and result.anchors
+    anchors = [EvidenceAnchor.model_validate(a) for a in result.anchors]
+    assert verify_anchors(anchors, Corpus.load(demo_corpus_path())) == []
+    kinds = {e["type"] for e in store.events(result.run_id)}
+    assert {"message", "bdi.update", "evidence", "audit", "effect"} <= kinds
+
+
+def test_the_record_shows_contract_net_rounds(store: Store) -> None:
+    result = ask_question(PROSE, store=store)
+    performatives = [e["performative"] for e in store.events(result.run_id)
+                     if e["type"] == "message"]
+    for expected in ("CFP", "BID", "AWARD", "REJECT", "REPORT"):
+        assert expected in performatives
+
+
+def test_the_same_question_twice_gives_the_same_answer_and_effects(store_path: Path) -> None:
+    a = ask_question(PROSE, store=store_path, seed=5)
+    b = ask_question(PROSE, store=store_path, seed=5)
+    assert a.answer == b.answer and a.anchors == b.anchors
+    store = Store(store_path)
+
+    def digests(run_id: str) -> list[tuple[str, str]]:
+        return [(e["request"]["digest"], e["result"]["digest"])
+                for e in store.events(run_id) if e["type"] == "effect"]
+
+    assert digests(a.run_id) == digests(b.run_id)
+    assert rar(store_path, "diff", a.run_id, b.run_id)[0] == 0
+    assert replay(a.run_id, store=store).reproducible
+
+
+def test_it_works_on_a_corpus_it_has_never_seen(tmp_path: Path, store: Store) -> None:
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "glaciers.md").write_text(
+        "# Glacier retreat\n\nAlpine glaciers retreat because summer melt exceeds winter "
+        "accumulation.\n\nDebris cover slows melting by insulating the ice surface.\n")
+    (corpus / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (corpus / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    result = ask_question("Why do alpine glaciers retreat?", corpus=corpus, store=store)
+    assert result.status in ("completed", "completed_with_warnings")
+    assert any(a["doc_id"] == "glaciers" for a in result.anchors)
+    reasons = {s["path"]: s["reason"] for s in result.corpus_skipped}
+    assert "not UTF-8" in reasons["latin1.txt"] and "image.png" in reasons
+
+
+def test_owl_full_adds_an_argumentation_graph(store: Store) -> None:
+    result = ask_question(PROSE, mode="owl_full", store=store)
+    assert result.argumentation is not None and "grounded" in result.argumentation
+
+
+def test_rar_run_json_has_the_documented_fields(store_path: Path) -> None:
+    code, out, _ = rar(store_path, "run", PROSE, "--json")
+    assert code == 0
+    data = orjson.loads(out)
+    assert {"run_id", "status", "answer", "anchors", "audit"} <= set(data)
+
+
+def test_the_result_renders_in_jupyter(store: Store) -> None:
+    result = ask_question(PROSE, store=store)
+    markdown = result._repr_markdown_()
+    assert result.run_id in markdown and "| 1 |" in markdown
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", ""], "question is empty"),
+        (["run", "x", "--corpus", "/no/such/dir"], "/no/such/dir"),
+        (["run", "x", "--model", "nosuchprofile"], "unknown model or profile"),
+        (["run"], "give a QUESTION or --spec"),
+    ],
+)
+def test_bad_input_is_a_clear_error(store_path: Path, args: list[str], message: str) -> None:
+    code, _, err = rar(store_path, *args)
+    assert code == 2 and message in err
+
+
+def test_an_invalid_spec_names_the_field(store_path: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("task: hi\nmode: owl_huge\n")
+    code, _, err = rar(store_path, "run", "--spec", str(spec))
+    assert code == 2 and "'mode'" in err and str(spec) in err
+
+
+def test_an_empty_corpus_is_refused(store_path: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = rar(store_path, "run", "anything", "--corpus", str(empty))
+    assert code == 2 and str(empty) in err
+
+
+def waiting_agent(run: Any, question: str) -> dict[str, Any]:
+    script = [
+        Message.assistant(tool_calls=[tool_call(p.WAIT_SECONDS, "w1", seconds=0, reason="data")]),
+        Message.assistant(tool_calls=[tool_call(
+            p.FINALIZE, "f1", answer_markdown="Done after waiting.", confidence=0.5)]),
+    ]
+    client = Client(ScriptedModel(script), run=run, profiles=Profiles())
+    orchestrator = Orchestrator(run, client, research=lambda q, k: {"anchors": []},
+                                execute=lambda code: {"status": "ok"}, mode="owl_lite",
+                                max_steps=4)
+    return orchestrator.answer(question).result
+
+
+def test_waiting_stops_the_run_and_resume_finishes_it(store: Store) -> None:
+    run = execute(waiting_agent, inputs={"question": "q"}, store=store)
+    assert store.manifest(run.id).status == "waiting"
+    report = resume(run.id, store=store, function=waiting_agent)
+    assert report.first_divergence is None
+    assert store.manifest(run.id).status in ("completed", "completed_with_warnings")
+    final = store.resolve_payload(store.events(run.id)[-1]["result"])
+    assert final["answer"] == "Done after waiting."
+
+
+@needs_sandbox
+@pytest.mark.parametrize(("spec", "expected"), [("arrhenius.yaml", 102.9),
+                                                 ("kissinger.yaml", 125.1)])
+def test_numeric_questions_are_computed_in_the_sandbox(
+    store_path: Path, spec: str, expected: float
+) -> None:
+    code, out, err = rar(store_path, "run", "--spec", str(SPECS / spec), "--json")
+    assert code == 0, err
+    data = orjson.loads(out)
+    assert f"Ea = {expected:.1f} kJ/mol" in data["answer"]
+
+
+def test_verify_reports_a_changed_passage_the_run_cites(store_path: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    doc = corpus / "glaciers.md"
+    doc.write_text("# Glacier retreat\n\nAlpine glaciers retreat because summer melt exceeds "
+                   "winter accumulation.\n")
+    result = ask_question("Why do alpine glaciers retreat?", corpus=corpus, store=store_path)
+    assert rar(store_path, "verify", result.run_id)[0] == 0
+    doc.write_text("# Glacier retreat\n\nAlpine glaciers advance.\n")
+    code, out, _ = rar(store_path, "verify", result.run_id)
+    assert code == 1 and "anchor" in out

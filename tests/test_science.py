@@ -174,3 +174,35 @@ def test_verify_reports_a_changed_passage_the_run_cites(store_path: Path, tmp_pa
     doc.write_text("# Glacier retreat\n\nAlpine glaciers advance.\n")
     code, out, _ = rar(store_path, "verify", result.run_id)
     assert code == 1 and "anchor" in out
+
+
+def challenging_agent(run: Any, question: str) -> dict[str, Any]:
+    """A planner whose claim lacks evidence: the auditor challenges, the planner justifies."""
+    claim = {"text": "Ea = 50 kJ/mol", "anchors": []}
+    script = [
+        Message.assistant(tool_calls=[tool_call(p.DELEGATE_AUDIT, "a1", draft="Ea is 50 kJ/mol",
+                                                claims=[claim])]),
+        Message.assistant(tool_calls=[tool_call(p.REQUEST_MORE_EVIDENCE, "r1",
+                                                claim=claim["text"], query="activation energy")]),
+        Message.assistant(tool_calls=[tool_call(p.FINALIZE, "f1", answer_markdown="Unsure.",
+                                                claims=[], confidence=0.2)]),
+    ]
+    client = Client(ScriptedModel(script), run=run, profiles=Profiles())
+    anchor = {"doc_id": "d", "doc_title": "D", "location": "paragraph_1",
+              "content_hash": "sha256:" + "b" * 64, "snippet": "Ea was measured.",
+              "relevance_score": 0.9}
+    orchestrator = Orchestrator(run, client, research=lambda q, k: {"anchors": [anchor]},
+                                execute=lambda code: {"status": "ok"}, mode="owl_dl",
+                                max_steps=5)
+    return orchestrator.answer(question).result
+
+
+def test_a_challenge_is_answered_with_justify_and_a_dropped_claim_retracted(
+    store: Store,
+) -> None:
+    run = execute(challenging_agent, inputs={"question": "q"}, store=store)
+    performatives = [e["performative"] for e in store.events(run.id) if e["type"] == "message"]
+    assert "CHALLENGE" in performatives and "JUSTIFY" in performatives
+    assert "RETRACT" in performatives
+    result = store.resolve_payload(store.events(run.id)[-1]["result"])
+    assert "the audit did not pass" in result["warnings"]

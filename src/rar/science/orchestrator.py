@@ -22,12 +22,14 @@ import orjson
 from pydantic import ValidationError
 
 from rar.agents import (
+    ACLMessage,
     ArgumentationFramework,
     BDIState,
     ContractNet,
     Draft,
     MessageBus,
     Mode,
+    Performative,
     audit,
     log_audit,
 )
@@ -133,7 +135,7 @@ class Orchestrator:
         if name == p.REQUEST_MORE_EVIDENCE:
             claim = str(arguments.get("claim", ""))
             self.bdi["planner"].intend(f"justify:{claim}", arguments)
-            return self._delegate(
+            result = self._delegate(
                 "research",
                 arguments,
                 lambda: {
@@ -141,6 +143,17 @@ class Orchestrator:
                     **self._do_research(str(arguments.get("query", claim)), 8),
                 },
             )
+            # the planner answers the auditor's challenge with the new evidence
+            self.bus.send(
+                ACLMessage(
+                    performative=Performative.JUSTIFY,
+                    sender="planner",
+                    receivers=("auditor",),
+                    content={"claim": claim, "anchors": len(result.get("anchors", []))},
+                    evidence=tuple(result.get("anchors", [])),
+                )
+            )
+            return result
         if name == p.DELEGATE_EXECUTE:
             return self._delegate(
                 "execute", arguments, lambda: self._do_execute(str(arguments.get("code", "")))
@@ -267,6 +280,18 @@ class Orchestrator:
         if self.audit_report is None or not self.audit_report.get("passed"):
             warnings.append("the audit did not pass" if self.audit_report else "not audited")
         used = [ref for ref in final.get("evidence_used", []) if ref in self.anchors]
+        kept = {str(claim.get("text")) for claim in final.get("claims", [])}
+        for challenge in self.challenges:  # a challenged claim left out of the answer is retracted
+            claim = str(challenge.get("claim"))
+            if claim not in kept:
+                self.bus.send(
+                    ACLMessage(
+                        performative=Performative.RETRACT,
+                        sender="planner",
+                        receivers=("auditor",),
+                        content={"claim": claim, "reason": challenge.get("reason")},
+                    )
+                )
         result: dict[str, Any] = {
             "question": question,
             "mode": self.mode.value,

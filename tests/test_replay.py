@@ -397,3 +397,16 @@ def test_rar_show_summarises_the_replay_report(store_path: Path) -> None:
                                               "--json"]).stdout)
     shown = runner.invoke(cli, ["--store", str(store_path), "show", report["replay_run"]])
     assert f"reproducible replay of {run_id}: 5 served, 0 live" in shown.stdout
+
+
+def test_the_live_result_is_the_recorded_one_so_replays_see_the_same_values(
+    store: Store,
+) -> None:
+    def shows(run: Run) -> str:
+        value = run.effect("tool", {"n": 1}, lambda: {"rows": [[2.0, 412.4]], "pair": (1, 2)})
+        return repr(value)  # the agent re-serialises what it got
+
+    run = execute(shows, store=store, redactor=QUIET)
+    recorded = store.resolve_payload(store.events(run.id)[-1]["result"])
+    assert recorded == "{'rows': [[2, 412.4]], 'pair': [1, 2]}"
+    assert replay(run.id, store=store, function=shows, redactor=QUIET).reproducible

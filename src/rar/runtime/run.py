@@ -221,7 +221,8 @@ class Run:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
         try:
-            result_ref = self._writer.payload(redacted, redacted=True)
+            # what the agent sees is what was recorded: a replay serves exactly `recorded`
+            result_ref, recorded = self._writer.recorded_payload(redacted, redacted=True)
         except CanonicalizationError as exc:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise CanonicalizationError(
@@ -229,7 +230,7 @@ class Run:
                 path=exc.details.get("path", "$"),
             ) from exc
         self._append_effect(span, kind, ordinal, request_ref, duration, result=result_ref)
-        return redacted  # type: ignore[no-any-return]
+        return recorded  # type: ignore[no-any-return]
 
     def _record_error(
         self,

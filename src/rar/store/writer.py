@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
+
 from rar.errors import RunExistsError, StoreNotWritableError
 from rar.hashing import Canonical
 from rar.redaction import Redactor
@@ -112,6 +114,22 @@ class RunWriter:
         with self._mutex:
             linked = self.linker.link(value, redacted=redacted)
             return self.ref_for(linked)
+
+    def recorded_payload(self, value: Any, *, redacted: bool = False) -> tuple[dict[str, Any], Any]:
+        """The reference of ``value`` and the value exactly as a reader of the record gets it.
+
+        Canonical JSON changes some values (``2.0`` is written ``2``, tuples become lists); the
+        second item is what a replay will serve, so live code can be handed the same thing.
+        """
+        from rar.store.payloads import CHAIN_KEY, unlink
+
+        with self._mutex:
+            linked = self.linker.link(value, redacted=redacted)
+            ref = self.ref_for(linked)
+        recorded = orjson.loads(linked.data)
+        if f'"{CHAIN_KEY}"'.encode() in linked.data:
+            recorded = unlink(recorded, self.store.get_blob)
+        return ref, recorded
 
     def plain_payload(self, value: Any) -> dict[str, Any]:
         """Like :meth:`payload`, with the inline value as plain JSON (for the manifest)."""

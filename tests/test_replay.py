@@ -408,5 +408,5 @@ def test_the_live_result_is_the_recorded_one_so_replays_see_the_same_values(
 
     run = execute(shows, store=store, redactor=QUIET)
     recorded = store.resolve_payload(store.events(run.id)[-1]["result"])
-    assert recorded == "{'rows': [[2, 412.4]], 'pair': [1, 2]}"
+    assert recorded == "{'pair': [1, 2], 'rows': [[2, 412.4]]}"  # canonical: sorted keys
     assert replay(run.id, store=store, function=shows, redactor=QUIET).reproducible

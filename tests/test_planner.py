@@ -22,6 +22,8 @@ ANCHOR = {"doc_id": "arrhenius-worked-example", "doc_title": "A worked Arrhenius
 
 def conversation(question: str, *results: tuple[str, dict[str, Any]]) -> Request:
     messages = planner_message(question, "owl_lite")
+    if results and results[0][0] != p.PLAN:
+        results = ((p.PLAN, {"accepted": True}), *results)
     for step, (name, result) in enumerate(results, start=1):
         # the planner reads only the results; the calls' arguments do not matter here
         tool_call = ToolCall(id=f"call_{step}_{name}", name=name, arguments="{}")
@@ -39,8 +41,13 @@ def next_call(request: Request) -> tuple[str, dict[str, Any]]:
 QUESTION = "What activation energy do the measured rate constants give?"
 
 
-def test_the_planner_researches_first() -> None:
+def test_the_planner_states_a_plan_first_then_researches() -> None:
     name, args = next_call(conversation(QUESTION))
+    assert name == p.PLAN
+    plan = p.Plan.model_validate(args)
+    assert [s.action for s in plan.steps] == [p.DELEGATE_RESEARCH, p.DELEGATE_EXECUTE,
+                                              p.DELEGATE_AUDIT, p.FINALIZE]
+    name, args = next_call(conversation(QUESTION, (p.PLAN, {"accepted": True})))
     assert name == p.DELEGATE_RESEARCH and args["query"] == QUESTION
 
 

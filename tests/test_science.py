@@ -206,3 +206,64 @@ def test_a_challenge_is_answered_with_justify_and_a_dropped_claim_retracted(
     assert "RETRACT" in performatives
     result = store.resolve_payload(store.events(run.id)[-1]["result"])
     assert "the audit did not pass" in result["warnings"]
+
+
+def planning_agent(run: Any, question: str) -> dict[str, Any]:
+    """A planner whose first plan is invalid: it is told why, and plans again."""
+    seen: list[Any] = []
+
+    def model(request: Any) -> Any:
+        seen.append(request)
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        if turn == 0:
+            return Message.assistant(tool_calls=[tool_call(p.PLAN, "p1", goal="g", steps=[])])
+        if turn == 1:
+            return Message.assistant(tool_calls=[tool_call(
+                p.PLAN, "p2", goal="g", steps=[{"action": p.FINALIZE, "purpose": "answer"}])])
+        return Message.assistant(tool_calls=[tool_call(
+            p.FINALIZE, "f1", answer_markdown="Planned answer.", confidence=0.4)])
+
+    client = Client(ScriptedModel(model), run=run, profiles=Profiles())
+    orchestrator = Orchestrator(run, client, research=lambda q, k: {"anchors": []},
+                                execute=lambda code: {"status": "ok"}, mode="owl_lite",
+                                max_steps=5)
+    result = orchestrator.answer(question).result
+    result["repair"] = seen[1].messages[-1].content
+    return result
+
+
+def test_an_invalid_plan_is_repaired_and_the_valid_one_recorded(store: Store) -> None:
+    run = execute(planning_agent, inputs={"question": "q"}, store=store)
+    result = store.resolve_payload(store.events(run.id)[-1]["result"])
+    assert "does not match the Plan schema" in result["repair"]
+    plans = [e for e in store.events(run.id) if e["type"] == "bdi.update" and e["key"] == "plan"]
+    assert len(plans) == 1
+    assert result["answer"] == "Planned answer."
+
+
+def test_a_real_model_drives_the_same_loop_through_a_provider(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servers.openai_server import Answer, Call, OpenAIServer
+
+    with OpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + "x" * 24)
+        server.script(
+            Answer(tool_calls=[Call("c1", p.DELEGATE_RESEARCH,
+                                    '{"query": "narrow temperature range uncertainty", "k": 5}')]),
+            Answer(tool_calls=[Call("c2", p.FINALIZE, orjson.dumps({
+                "answer_markdown": "A narrow range makes the slope uncertain [1].",
+                "claims": [{"text": "A narrow range makes the slope uncertain.",
+                            "anchors": ["uncertainty-and-error-sources#paragraph_4"]}],
+                "evidence_used": ["uncertainty-and-error-sources#paragraph_4"],
+                "confidence": 0.7}).decode())]),
+        )
+        result = ask_question(PROSE, model="openai:gpt-test", store=store_path)
+        tools_sent = [t["function"]["name"] for t in server.received[0].body["tools"]]
+        tool_reply = server.received[1].body["messages"][-1]
+    assert result.answer == "A narrow range makes the slope uncertain [1]."
+    assert [a["location"] for a in result.anchors] == ["paragraph_4"]
+    assert p.DELEGATE_RESEARCH in tools_sent and p.FINALIZE in tools_sent
+    assert tool_reply["role"] == "tool" and "uncertainty-and-error-sources" in tool_reply["content"]
+    assert "not audited" in result.warnings  # this model skipped the audit

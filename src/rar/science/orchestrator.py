@@ -124,6 +124,13 @@ class Orchestrator:
         return self._final(question, self._fallback(question), warning="step limit reached")
 
     def _dispatch(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if name == p.PLAN:
+            try:
+                plan = p.Plan.model_validate(arguments)
+            except ValidationError as exc:  # repair: the planner sees what to fix
+                return {"error": f"the plan does not match the Plan schema: {exc}"}
+            self.bdi["planner"].intend("plan", plan.model_dump(mode="json"))
+            return {"accepted": True, "steps": len(plan.steps)}
         if name == p.DELEGATE_RESEARCH:
             return self._delegate(
                 "research",

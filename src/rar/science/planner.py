@@ -103,6 +103,16 @@ class RuleBasedPlanner:
         )
 
     def _next(self, question: str, results: dict[str, list[dict[str, Any]]], step: int) -> ToolCall:
+        if p.PLAN not in results:
+            steps = [{"action": p.DELEGATE_RESEARCH, "purpose": "find passages that answer it"}]
+            if _NUMERIC_QUESTION.search(question):
+                steps.append({"action": p.DELEGATE_EXECUTE,
+                              "purpose": "compute the value from a data table in the evidence"})
+            steps += [{"action": p.DELEGATE_AUDIT, "purpose": "check evidence, errors and units"},
+                      {"action": p.FINALIZE, "purpose": "answer with cited claims"}]
+            return _call(p.PLAN, step, goal=question, steps=steps,
+                         success_criteria="every claim cited by passages above the mode's "
+                         "relevance threshold; the audit passes")
         if p.DELEGATE_RESEARCH not in results:
             return _call(p.DELEGATE_RESEARCH, step, query=question, k=8)
         if p.DELEGATE_EXECUTE not in results and _NUMERIC_QUESTION.search(question):

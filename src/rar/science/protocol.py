@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rar.llm.types import ToolSpec
 
+PLAN = "plan"
 DELEGATE_RESEARCH = "delegate_research"
 DELEGATE_EXECUTE = "delegate_execute"
 DELEGATE_AUDIT = "delegate_audit"
@@ -20,6 +21,23 @@ REQUEST_MORE_EVIDENCE = "request_more_evidence"
 WAIT_SECONDS = "wait_seconds"
 WAIT_UNTIL = "wait_until"
 FINALIZE = "finalize"
+
+
+class PlanStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: str = Field(min_length=1, description="the tool this step will call")
+    purpose: str = Field(min_length=1)
+
+
+class Plan(BaseModel):
+    """The planner's decomposition of the question, recorded as its intentions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    goal: str = Field(min_length=1)
+    steps: list[PlanStep] = Field(min_length=1)
+    success_criteria: str = ""
 
 
 class Claim(BaseModel):
@@ -57,6 +75,8 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
 
 
 TOOLS: tuple[ToolSpec, ...] = (
+    _spec(PLAN, "State the plan: the goal, the steps (tool and purpose), what success means.",
+          Plan.model_json_schema()["properties"], ["goal", "steps"]),
     _spec(
         DELEGATE_RESEARCH,
         "Search the corpus for passages that answer a query.",

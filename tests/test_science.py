@@ -267,3 +267,23 @@ def test_a_real_model_drives_the_same_loop_through_a_provider(
     assert p.DELEGATE_RESEARCH in tools_sent and p.FINALIZE in tools_sent
     assert tool_reply["role"] == "tool" and "uncertainty-and-error-sources" in tool_reply["content"]
     assert "not audited" in result.warnings  # this model skipped the audit
+
+
+def test_without_a_sandbox_the_code_is_refused_and_the_run_still_answers(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rar.sandbox
+    from rar.sandbox import SandboxUnavailableError
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise SandboxUnavailableError("bubblewrap (bwrap) is not installed")
+
+    monkeypatch.setattr(rar.sandbox, "Sandbox", unavailable)
+    result = ask_question("What activation energy do the Kissinger DSC data in the corpus give?",
+                          store=store)
+    assert result.status == "completed_with_warnings" and result.answer
+    assert "Ea =" not in result.answer
+    cells = [store.resolve_payload(e["result"]) for e in store.events(result.run_id)
+             if e["type"] == "effect" and e["kind"] == "tool"
+             and store.resolve_payload(e["request"])["name"] == "python"]
+    assert cells and "apt-get install bubblewrap" in cells[0]["error"]["message"]

@@ -85,11 +85,15 @@ def science_entry(
 
     def execute(code: str) -> dict[str, Any]:
         def cell() -> dict[str, Any]:
-            from rar.sandbox import Sandbox
+            from rar.sandbox import Sandbox, SandboxError
 
-            if not sandbox:
-                sandbox.append(Sandbox(run.workspace, seed=int(run.config.get("seed", 0))))
-            result: dict[str, Any] = sandbox[0].run_cell(code).as_dict()
+            try:
+                if not sandbox:
+                    sandbox.append(Sandbox(run.workspace, seed=int(run.config.get("seed", 0))))
+                result: dict[str, Any] = sandbox[0].run_cell(code).as_dict()
+            except SandboxError as exc:  # no sandbox, no model-written code: a value, not a crash
+                return {"status": "error", "variables": {},
+                        "error": {"type": type(exc).__name__, "message": exc.message}}
             return result
 
         return run.effect("tool", {"name": "python", "version": "1", "args": {"code": code}}, cell)

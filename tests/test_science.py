@@ -287,3 +287,39 @@ def test_without_a_sandbox_the_code_is_refused_and_the_run_still_answers(
              if e["type"] == "effect" and e["kind"] == "tool"
              and store.resolve_payload(e["request"])["name"] == "python"]
     assert cells and "apt-get install bubblewrap" in cells[0]["error"]["message"]
+
+
+def failing_code_agent(run: Any, question: str) -> dict[str, Any]:
+    """A planner whose computation raises: recorded, audited, and still finalized."""
+    from rar.sandbox import Sandbox
+
+    script = [
+        Message.assistant(tool_calls=[tool_call(p.DELEGATE_EXECUTE, "e1", code="x = 1 / 0",
+                                                purpose="divide")]),
+        Message.assistant(tool_calls=[tool_call(p.DELEGATE_AUDIT, "a1", draft="x is finite",
+                                                claims=[{"text": "x is finite"}])]),
+        Message.assistant(tool_calls=[tool_call(p.FINALIZE, "f1", answer_markdown="Could not "
+                                                "compute x.", confidence=0.1)]),
+    ]
+    client = Client(ScriptedModel(script), run=run, profiles=Profiles())
+    with Sandbox(run.workspace) as box:
+        orchestrator = Orchestrator(
+            run, client, research=lambda q, k: {"anchors": []},
+            execute=lambda code: run.effect("tool", {"name": "python", "args": {"code": code}},
+                                            lambda: box.run_cell(code).as_dict()),
+            mode="owl_lite", max_steps=5)
+        return orchestrator.answer(question).result
+
+
+@needs_sandbox
+def test_code_that_raises_in_the_sandbox_is_recorded_challenged_and_the_run_finalizes(
+    store: Store,
+) -> None:
+    run = execute(failing_code_agent, inputs={"question": "q"}, store=store)
+    result = store.resolve_payload(store.events(run.id)[-1]["result"])
+    assert result["answer"] == "Could not compute x."
+    checks = {c["name"]: c["passed"] for c in result["audit"]["checks"]}
+    assert checks["runtime_errors"] is False
+    cell = next(store.resolve_payload(e["result"]) for e in store.events(run.id)
+                if e["type"] == "effect" and e["kind"] == "tool")
+    assert cell["status"] == "error" and cell["error"]["type"] == "ZeroDivisionError"

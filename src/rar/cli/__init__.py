@@ -262,11 +262,20 @@ def cache_explain(
 
 
 def _register() -> None:
+    from rar.cli.export_cmd import export_command
     from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
     from rar.cli.run_cmd import run_command
     from rar.cli.sandbox_cmd import sandbox_group
 
-    for command in (run_command, replay_command, branch, resume_command, lineage, sandbox_group):
+    for command in (
+        run_command,
+        replay_command,
+        branch,
+        resume_command,
+        lineage,
+        sandbox_group,
+        export_command,
+    ):
         cli.add_command(command)
     try:
         from rar.cli.diff_cmd import diff_command

@@ -266,6 +266,7 @@ def _register() -> None:
     from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
     from rar.cli.run_cmd import run_command
     from rar.cli.sandbox_cmd import sandbox_group
+    from rar.cli.view_cmd import view_command
 
     for command in (
         run_command,
@@ -275,6 +276,7 @@ def _register() -> None:
         lineage,
         sandbox_group,
         export_command,
+        view_command,
     ):
         cli.add_command(command)
     try:

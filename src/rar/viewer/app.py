@@ -1,0 +1,625 @@
+"""The viewer's server: a starlette app answering JSON about a run store, read-only.
+
+Routes (all ``GET``; every answer carries the security headers of :data:`SECURITY_HEADERS`):
+
+* ``/api/runs`` — runs, newest first; ``?status=`` (display status), ``?q=`` (substring of the id
+  or goal, case-insensitive), ``?sort=created_at|-created_at|status|goal`` (``-`` reverses).
+* ``/api/runs/{id}`` — manifest, summary (event count and types, stats) and verification; a
+  damaged run still answers 200, with ``verify.ok`` false and its problems.
+* ``/api/runs/{id}/events?offset=&limit=`` — events as stored (payload references left as
+  references), ``limit`` at most 1000; a damaged log is read up to its first bad line.
+* ``/api/blobs/{digest}`` — a JSON blob, re-hashed when read; only ``sha256:<64 hex>``.
+* ``/api/payload?run=&seq=&field=`` — the plain value of one payload reference of an event.
+* ``/api/runs/{id}/artifacts/{path}`` — a file under the run's ``artifacts/`` (regular files only;
+  no ``..``, absolute paths or symbolic links anywhere on the way).
+* ``/api/diff?a=&b=`` — :func:`rar.replay.diff.diff_runs` as a dict.
+* ``/`` and ``/runs/{id}`` — a static page shell (no data is ever put into HTML by the server).
+
+Errors are JSON ``{"error": ..., "message": ..., "home": "/"}``. Only the derived index
+(``index.sqlite``) may be written, when it is brought up to date; run files never are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rar.errors import (
+    AmbiguousRunIdError,
+    BlobMissingError,
+    CorruptionError,
+    RarError,
+    RunNotFoundError,
+)
+from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
+from rar.store.lock import is_locked
+from rar.store.log import iter_lines, read_tail
+from rar.store.store import Store
+from rar.viewer.net import LOOPBACK_HOSTS
+
+SECURITY_HEADERS: dict[str, str] = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+MAX_EVENTS_PAGE = 1000
+DEFAULT_EVENTS_PAGE = 200
+ARTIFACTS_DIR = "artifacts"
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
+
+_SHELL = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>RAR viewer</title></head>
+<body>
+<h1>RAR viewer</h1>
+<p>The viewer pages are coming. Meanwhile the JSON API answers:</p>
+<ul>
+<li><a href="/api/runs">/api/runs</a> (runs, newest first)</li>
+<li>/api/runs/RUN, /api/runs/RUN/events, /api/diff?a=RUN&amp;b=RUN</li>
+</ul>
+</body>
+</html>
+"""
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """An answer other than 200, as JSON."""
+
+    def __init__(self, status: int, error: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+
+    def response(self) -> JSONResponse:
+        return _error(self.status, self.error, self.message)
+
+
+def _error(status: int, error: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": error, "message": message, "home": "/"},
+        status_code=status,
+    )
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    # orjson: events hold big ints and non-ASCII text; OPT_NON_STR_KEYS for stats dicts
+    return Response(
+        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS),
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+class SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every answer; an unexpected error becomes a JSON 500."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.decode("latin-1").lower() not in _LOWER_SECURITY
+                ]
+                headers += [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if started:
+                raise
+            response = _error(500, "internal", "the viewer failed to answer this request")
+            await response(scope, receive, send_with_headers)
+
+
+_LOWER_SECURITY = {name.lower() for name in SECURITY_HEADERS}
+
+
+# --- reading runs without writing them ------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LogRead:
+    """A run's events up to the first damaged line."""
+
+    events: list[dict[str, Any]]
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    torn_bytes: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
+
+
+def read_log(path: Path) -> LogRead:
+    """Every event of a log that parses; reading stops at the first malformed line."""
+    if not path.is_file():
+        return LogRead([])
+    events: list[dict[str, Any]] = []
+    for raw in iter_lines(path):
+        try:
+            event = orjson.loads(raw.data)
+        except orjson.JSONDecodeError as exc:
+            return LogRead(events, [_line_problem(raw.number, f"not valid JSON ({exc})")])
+        if not isinstance(event, dict) or "type" not in event or "seq" not in event:
+            return LogRead(events, [_line_problem(raw.number, "not an event")])
+        events.append(event)
+    try:
+        torn = read_tail(path).torn_bytes
+    except CorruptionError:
+        torn = 0
+    return LogRead(events, torn_bytes=torn)
+
+
+def _line_problem(line: int, detail: str) -> dict[str, Any]:
+    return {"what": "malformed-line", "detail": f"line {line} of the log is {detail}", "line": line}
+
+
+@dataclass(slots=True)
+class _Caches:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    verify: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = field(default_factory=dict)
+    manifests: dict[str, tuple[tuple[int, ...], dict[str, Any] | None]] = field(
+        default_factory=dict
+    )
+
+
+def _stat_key(*paths: Path) -> tuple[int, ...]:
+    key: list[int] = []
+    for path in paths:
+        try:
+            st = path.stat()
+            key += [st.st_size, st.st_mtime_ns, st.st_ino]
+        except OSError:
+            key += [-1, -1, -1]
+    return tuple(key)
+
+
+class Viewer:
+    """What the routes share: the store's path and caches. A :class:`Store` is opened per
+    request (its index connection belongs to one thread)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.caches = _Caches()
+
+    def open(self) -> Store:
+        return Store(self.root)
+
+    def with_store(self, action: Callable[[Store], Response]) -> Response:
+        store = self.open()
+        try:
+            return action(store)
+        except ApiError as exc:
+            return exc.response()
+        except RunNotFoundError as exc:
+            return _error(404, "run-not-found", exc.message)
+        except AmbiguousRunIdError as exc:
+            return _error(400, "ambiguous-run", exc.message)
+        except BlobMissingError as exc:
+            return _error(404, "blob-not-found", exc.message)
+        except CorruptionError as exc:
+            return _error(422, "corrupt", exc.message)
+        except RarError as exc:
+            return _error(500, "store", exc.message)
+        finally:
+            store.close()
+
+    # --- runs ---
+
+    def resolve(self, store: Store, ref: str) -> str:
+        if not _RUN_REF.fullmatch(ref) or ".." in ref:
+            raise ApiError(404, "run-not-found", f"no run matches {ref!r} in this store")
+        if not store.exists:
+            raise RunNotFoundError(ref, store.root)
+        run_id = store.resolve(ref)
+        run_dir = store.run_dir(run_id)
+        try:
+            if not stat.S_ISDIR(os.lstat(run_dir).st_mode):
+                raise RunNotFoundError(ref, store.root)
+        except OSError:
+            raise RunNotFoundError(ref, store.root) from None
+        return run_id
+
+    def manifest_data(self, store: Store, run_id: str) -> dict[str, Any] | None:
+        """The manifest as stored (raw JSON), cached by the file's size and mtime."""
+        path = store.run_dir(run_id) / MANIFEST_NAME
+        key = _stat_key(path)
+        with self.caches.lock:
+            cached = self.caches.manifests.get(run_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            data = orjson.loads(path.read_bytes())
+            value = data if isinstance(data, dict) else None
+        except (OSError, orjson.JSONDecodeError):
+            value = None
+        with self.caches.lock:
+            self.caches.manifests[run_id] = (key, value)
+        return value
+
+    def verification(self, store: Store, run_id: str) -> dict[str, Any]:
+        """``verify_store`` for one run, cached until its log or manifest changes.
+
+        A log with a torn last line is not verified here: ``verify`` would repair it (a write),
+        and the viewer never writes run files.
+        """
+        run_dir = store.run_dir(run_id)
+        log = run_dir / EVENTS_NAME
+        key = _stat_key(log, run_dir / MANIFEST_NAME)
+        with self.caches.lock:
+            cached = self.caches.verify.get(run_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            torn = read_tail(log).torn_bytes if log.exists() else 0
+        except CorruptionError:
+            torn = 0
+        if torn and not is_locked(run_dir):
+            result: dict[str, Any] = {
+                "ok": None,
+                "checked": False,
+                "problems": [],
+                "notes": [
+                    f"the log ends with a torn line ({torn} bytes never acknowledged); "
+                    f"`rar verify {run_id}` repairs it and checks the run"
+                ],
+            }
+        else:
+            from rar.store.verify import verify_store
+
+            report = verify_store(store, [run_id]).as_dict()
+            result = {
+                "ok": report["ok"],
+                "checked": True,
+                "problems": report["problems"],
+                "notes": report["notes"],
+                "blobs": report["blobs"],
+                "events": report["events"],
+            }
+        with self.caches.lock:
+            self.caches.verify[run_id] = (key, result)
+        return result
+
+    def run_row(self, store: Store, row: Any) -> dict[str, Any]:
+        manifest = self.manifest_data(store, row.run_id) or {}
+        config = manifest.get("config")
+        config = config if isinstance(config, dict) else {}
+        return {
+            "id": row.run_id,
+            "status": store.display_status(row),
+            "goal": row.goal,
+            "created_at": row.created_at,
+            "finished_at": row.finished_at,
+            "events": row.events,
+            "parent": row.parent,
+            "mode": _scalar(config.get("mode")),
+            "model": _scalar(config.get("model")),
+            "url": f"/api/runs/{row.run_id}",
+        }
+
+
+def _scalar(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
+def _int_param(request: Request, name: str, default: int, *, minimum: int = 0) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "bad-parameter", f"{name} must be an integer") from None
+    if value < minimum:
+        raise ApiError(400, "bad-parameter", f"{name} must be at least {minimum}")
+    return value
+
+
+def _sorted_runs(runs: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    reverse = sort.startswith("-")
+    key = sort.lstrip("-")
+    if key == "created_at":
+        return sorted(runs, key=lambda r: (r["created_at"], r["id"]), reverse=reverse)
+    # status / goal: ascending by the field, newest first among equals
+    by_time = sorted(runs, key=lambda r: (r["created_at"], r["id"]), reverse=True)
+    return sorted(by_time, key=lambda r: (r[key] or "").lower(), reverse=reverse)
+
+
+def _event_types(events: Iterable[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for event in events:
+        kind = str(event.get("type"))
+        if kind == "effect":
+            kind = f"effect:{event.get('kind')}"
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+# --- routes --------------------------------------------------------------------------------------
+
+
+def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = None) -> Starlette:
+    """The viewer app serving the store at ``store_root``, read-only.
+
+    ``allowed_hosts`` are the ``Host`` headers answered (default: loopback names only, which
+    keeps other web sites from reading the store through DNS rebinding); ``["*"]`` allows any.
+    """
+    viewer = Viewer(Path(store_root))
+
+    def shell(request: Request) -> Response:
+        return HTMLResponse(_SHELL)
+
+    def runs(request: Request) -> Response:
+        status = request.query_params.get("status") or None
+        query = (request.query_params.get("q") or "").strip().lower()
+        sort = request.query_params.get("sort") or "-created_at"
+        if sort not in _SORTS:
+            return _error(400, "bad-parameter", f"sort must be one of {', '.join(sorted(_SORTS))}")
+
+        def action(store: Store) -> Response:
+            rows = store.list_runs() if store.exists else []
+            found = []
+            for row in rows:
+                item = viewer.run_row(store, row)
+                if status is not None and item["status"] != status:
+                    continue
+                if (
+                    query
+                    and query not in item["id"].lower()
+                    and query not in (item["goal"] or "").lower()
+                ):
+                    continue
+                found.append(item)
+            return _json({"runs": _sorted_runs(found, sort), "total": len(found)})
+
+        return viewer.with_store(action)
+
+    def run_detail(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+
+        def action(store: Store) -> Response:
+            run_id = viewer.resolve(store, ref)
+            run_dir = store.run_dir(run_id)
+            problems: list[dict[str, Any]] = []
+            manifest: dict[str, Any] | None = None
+            try:
+                manifest = store.manifest(run_id).model_dump(mode="json")
+            except RarError as exc:
+                problems.append({"what": "manifest", "detail": exc.message})
+            log = read_log(run_dir / EVENTS_NAME)
+            verify = viewer.verification(store, run_id)
+            if log.problems and verify.get("ok") is not False:
+                verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
+            if problems:
+                verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
+            row = store.row_from_files(run_id)
+            status = store.display_status(row) if row is not None else None
+            return _json(
+                {
+                    "id": run_id,
+                    "status": status,
+                    "manifest": manifest,
+                    "summary": {
+                        "events": len(log.events),
+                        "complete": log.complete,
+                        "torn_bytes": log.torn_bytes,
+                        "event_types": _event_types(log.events),
+                        "stats": (manifest or {}).get("stats", {}),
+                        "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
+                    },
+                    "verify": verify,
+                    "links": {
+                        "events": f"/api/runs/{run_id}/events",
+                        "home": "/",
+                    },
+                }
+            )
+
+        return viewer.with_store(action)
+
+    def run_events(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+
+        def action(store: Store) -> Response:
+            offset = _int_param(request, "offset", 0)
+            limit = min(_int_param(request, "limit", DEFAULT_EVENTS_PAGE, minimum=1), 1000)
+            run_id = viewer.resolve(store, ref)
+            log = read_log(store.run_dir(run_id) / EVENTS_NAME)
+            page = log.events[offset : offset + limit]
+            end = offset + len(page)
+            return _json(
+                {
+                    "id": run_id,
+                    "offset": offset,
+                    "limit": limit,
+                    "total": len(log.events),
+                    "complete": log.complete,
+                    "problems": log.problems,
+                    "next_offset": end if end < len(log.events) else None,
+                    "events": page,
+                }
+            )
+
+        return viewer.with_store(action)
+
+    def blob(request: Request) -> Response:
+        digest = request.path_params["digest"]
+        if not _DIGEST.fullmatch(digest):
+            return _error(400, "bad-digest", "a digest is sha256: followed by 64 lowercase hex")
+
+        def action(store: Store) -> Response:
+            if not store.exists:
+                raise ApiError(404, "blob-not-found", f"no blob {digest} in this store")
+            raw = store.get_blob(digest)  # re-hashed by the pack reader
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise ApiError(
+                    415, "not-json", f"blob {digest} is not JSON ({len(raw)} bytes)"
+                ) from None
+            return _json({"digest": digest, "size": len(raw), "value": value})
+
+        return viewer.with_store(action)
+
+    def payload(request: Request) -> Response:
+        ref = request.query_params.get("run") or ""
+        name = request.query_params.get("field") or ""
+
+        def action(store: Store) -> Response:
+            seq = _int_param(request, "seq", 0, minimum=1)
+            if not name:
+                raise ApiError(400, "bad-parameter", "field is required")
+            run_id = viewer.resolve(store, ref)
+            log = read_log(store.run_dir(run_id) / EVENTS_NAME)
+            event = next((e for e in log.events if e.get("seq") == seq), None)
+            if event is None:
+                raise ApiError(404, "event-not-found", f"run {run_id} has no event {seq}")
+            value = event.get(name)
+            if not isinstance(value, dict) or not _DIGEST.fullmatch(str(value.get("digest"))):
+                raise ApiError(404, "not-a-payload", f"event {seq} has no payload {name!r}")
+            return _json(
+                {
+                    "id": run_id,
+                    "seq": seq,
+                    "field": name,
+                    "digest": value["digest"],
+                    "value": store.resolve_payload(value),
+                }
+            )
+
+        return viewer.with_store(action)
+
+    def artifact(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+        rel = request.path_params["path"]
+
+        def action(store: Store) -> Response:
+            run_id = viewer.resolve(store, ref)
+            return _artifact_response(store.run_dir(run_id), rel)
+
+        return viewer.with_store(action)
+
+    def diff(request: Request) -> Response:
+        a = request.query_params.get("a") or ""
+        b = request.query_params.get("b") or ""
+
+        def action(store: Store) -> Response:
+            from rar.replay.diff import diff_runs
+
+            a_id, b_id = viewer.resolve(store, a), viewer.resolve(store, b)
+            return _json(diff_runs(store, a_id, b_id).as_dict())
+
+        return viewer.with_store(action)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, "not-found", f"nothing at {request.url.path}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return _error(405, "method-not-allowed", "the viewer is read-only: GET only")
+
+    routes = [
+        Route("/", shell, methods=["GET"]),
+        Route("/runs/{run_id}", shell, methods=["GET"]),
+        Route("/api/runs", runs, methods=["GET"]),
+        Route("/api/runs/{run_id}", run_detail, methods=["GET"]),
+        Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
+        Route("/api/runs/{run_id}/artifacts/{path:path}", artifact, methods=["GET"]),
+        Route("/api/blobs/{digest}", blob, methods=["GET"]),
+        Route("/api/payload", payload, methods=["GET"]),
+        Route("/api/diff", diff, methods=["GET"]),
+    ]
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+        ],
+        exception_handlers={404: not_found, 405: not_allowed},
+    )
+    app.state.viewer = viewer
+    return app
+
+
+# --- artifacts -----------------------------------------------------------------------------------
+
+
+def _artifact_response(run_dir: Path, rel: str) -> Response:
+    """A regular file under ``run_dir/artifacts``, every component checked with ``lstat``."""
+    if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/"):
+        raise ApiError(400, "bad-path", "an artifact path is relative, with / separators")
+    parts = rel.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise ApiError(400, "bad-path", "an artifact path may not contain '.', '..' or '//'")
+    current = run_dir / ARTIFACTS_DIR
+    chain = [current]
+    for part in parts:
+        current = current / part
+        chain.append(current)
+    for step, path in enumerate(chain):
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise ApiError(404, "artifact-not-found", f"no artifact {rel!r}") from None
+        last = step == len(chain) - 1
+        if stat.S_ISLNK(mode):
+            raise ApiError(404, "artifact-not-found", f"{rel!r} passes through a symbolic link")
+        if (not last and not stat.S_ISDIR(mode)) or (last and not stat.S_ISREG(mode)):
+            raise ApiError(404, "artifact-not-found", f"no regular file {rel!r} in artifacts")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(current, flags)
+    except OSError:
+        raise ApiError(404, "artifact-not-found", f"no artifact {rel!r}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ApiError(404, "artifact-not-found", f"no regular file {rel!r} in artifacts")
+        data = handle.read()
+    name = parts[-1].replace('"', "")
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{_ascii(name)}"'},
+    )
+
+
+def _ascii(name: str) -> str:
+    cleaned = "".join(c if 32 <= ord(c) < 127 else "_" for c in name)
+    return cleaned or "artifact"

@@ -13,7 +13,8 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
 * ``/api/runs/{id}/artifacts/{path}`` — a file under the run's ``artifacts/`` (regular files only;
   no ``..``, absolute paths or symbolic links anywhere on the way).
 * ``/api/diff?a=&b=`` — :func:`rar.replay.diff.diff_runs` as a dict.
-* ``/`` and ``/runs/{id}`` — a static page shell (no data is ever put into HTML by the server).
+* ``/`` and ``/runs/{id}`` — the static page shell ``static/index.html`` (no data is ever put
+  into HTML by the server); ``/static/{name}`` — the viewer's own files (flat, no sub-folders).
 
 Errors are JSON ``{"error": ..., "message": ..., "home": "/"}``. Only the derived index
 (``index.sqlite``) may be written, when it is brought up to date; run files never are.
@@ -66,6 +67,15 @@ ARTIFACTS_DIR = "artifacts"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
+
+STATIC_DIR = Path(__file__).parent / "static"
+_STATIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_STATIC_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 
 _SHELL = """<!doctype html>
 <html lang="en">
@@ -384,7 +394,25 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
     viewer = Viewer(Path(store_root))
 
     def shell(request: Request) -> Response:
-        return HTMLResponse(_SHELL)
+        index = STATIC_DIR / "index.html"
+        try:
+            return HTMLResponse(index.read_text(encoding="utf-8"))
+        except OSError:
+            return HTMLResponse(_SHELL)
+
+    def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        kind = _STATIC_TYPES.get(Path(name).suffix)
+        if not _STATIC_NAME.fullmatch(name) or ".." in name or kind is None:
+            return _error(404, "not-found", f"nothing at {request.url.path}")
+        path = STATIC_DIR / name
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                raise OSError(name)
+            data = path.read_bytes()
+        except OSError:
+            return _error(404, "not-found", f"nothing at {request.url.path}")
+        return Response(data, media_type=kind, headers={"Cache-Control": "no-cache"})
 
     def runs(request: Request) -> Response:
         status = request.query_params.get("status") or None
@@ -557,6 +585,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
     routes = [
         Route("/", shell, methods=["GET"]),
         Route("/runs/{run_id}", shell, methods=["GET"]),
+        Route("/static/{name}", static, methods=["GET"]),
         Route("/api/runs", runs, methods=["GET"]),
         Route("/api/runs/{run_id}", run_detail, methods=["GET"]),
         Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),

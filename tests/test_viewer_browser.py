@@ -1,0 +1,251 @@
+"""The viewer's pages in a real browser: Playwright driving Debian's Chromium against the real
+server on 127.0.0.1. Skipped when playwright or /usr/bin/chromium is missing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.servers._local import LocalServer
+
+from rar.demo import run_demo
+from rar.redaction import Redactor
+from rar.runtime.start import record
+from rar.store.store import Store
+from rar.viewer import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip(
+        f"{CHROMIUM} is missing (Debian package `chromium`); the browser tests need it",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+IMG = '<img src=x onerror="window.__xss=1">'
+SCRIPT = "<script>window.__xss=2</script>"
+TIMEOUT_MS = 10_000
+
+
+class ViewerServer(LocalServer[Any, Any]):
+    _label = "viewer"
+
+    def __init__(self, root: Path) -> None:
+        super().__init__([])
+        self.app = create_app(root)
+
+
+def _record_runs(store: Store) -> dict[str, str]:
+    from rar.science.runtime import ask_question
+
+    ids = {"demo": run_demo(store).id}
+    ids["science"] = ask_question("How is activation energy determined?", store=store).run_id
+    run = record(
+        f"xss goal {IMG} {SCRIPT}",
+        store=store,
+        seed=5,
+        durable=False,
+        redactor=Redactor(env={}),
+        config={"mode": "record", "model": "model-x"},
+        parent=(ids["demo"], 3),
+    )
+    with run:
+        big = "x" * 400  # over the inline limit: the result is fetched through /api/payload
+        run.effect(
+            "tool",
+            {"name": "evil", "args": {"q": SCRIPT}},
+            lambda: {"content": f"tool said {IMG} and {SCRIPT}", "pad": big},
+        )
+        run.finish(result={"answer": f"answer {IMG} {SCRIPT}"})
+    ids["xss"] = run.id
+    return ids
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("viewer-browser") / "runs"
+    store = Store(root, create=True)
+    ids = _record_runs(store)
+    store.list_runs()
+    store.close()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with ViewerServer(root) as server, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--disable-sync",
+            ],
+        )
+        try:
+            yield {"ids": ids, "base": server.base_url, "browser": browser}
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(world: dict[str, Any]) -> Iterator[Any]:
+    context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type == "error" else None,
+    )
+    page.errors = errors  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+def test_run_list_shows_recorded_runs(world: dict[str, Any], page: Any) -> None:
+    ids = world["ids"]
+    page.goto(world["base"] + "/")
+    rows = page.locator("#runs tbody tr.run-row")
+    sync_api.expect(rows).to_have_count(3)
+    for run_id in ids.values():
+        sync_api.expect(page.locator(f'tr[data-id="{run_id}"]')).to_be_visible()
+    science = page.locator(f'tr[data-id="{ids["science"]}"]')
+    sync_api.expect(science).to_contain_text("owl_lite")
+    sync_api.expect(science).to_contain_text("completed")
+    # lineage: the xss run names the demo run as its parent
+    parent = page.locator(f'tr[data-id="{ids["xss"]}"] a[href="/runs/{ids["demo"]}"]')
+    sync_api.expect(parent).to_have_count(1)
+    page.screenshot(path=str(ARTIFACTS / "viewer-runs.png"), full_page=True)
+
+    page.fill("#filter", "xss goal")
+    sync_api.expect(rows).to_have_count(1)
+    page.fill("#filter", "")
+    sync_api.expect(rows).to_have_count(3)
+    page.click('th[data-key="goal"]')
+    goals = [g.lower() for g in page.locator("#runs tbody td.goal").all_inner_texts()]
+    assert goals == sorted(goals)
+    page.click('th[data-key="goal"]')
+    goals = [g.lower() for g in page.locator("#runs tbody td.goal").all_inner_texts()]
+    assert goals == sorted(goals, reverse=True)
+    page.select_option("#status-filter", "completed")
+    sync_api.expect(rows).to_have_count(3)
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_run_page_expands_an_effect(world: dict[str, Any], page: Any) -> None:
+    run_id = world["ids"]["demo"]
+    page.goto(f"{world['base']}/runs/{run_id}")
+    sync_api.expect(page.locator("#summary")).to_contain_text(run_id)
+    sync_api.expect(page.locator("#summary")).to_contain_text("verified")
+    llm = page.locator('.ev[data-type="effect"][data-kind="llm"]').first
+    with page.expect_response(lambda r: "/api/payload" in r.url and "field=request" in r.url):
+        llm.locator("button.expand").click()
+    sync_api.expect(llm.locator("pre.payload-request")).to_contain_text("messages")
+    sync_api.expect(llm.locator("pre.payload-result")).not_to_have_text("loading…")
+    # nested spans are indented by depth; collapsing a span hides what is inside it
+    step = page.locator('.ev[data-type="span.start"][data-span="run/agent/step"]')
+    inner = page.locator('.ev[data-span="run/agent/step/tool-0"]').first
+    sync_api.expect(inner).to_be_visible()
+    step.locator("button.toggle").click()
+    sync_api.expect(inner).to_be_hidden()
+    step.locator("button.toggle").click()
+    sync_api.expect(inner).to_be_visible()
+    sync_api.expect(page.locator("#answer-text")).to_contain_text("55.3")
+    page.screenshot(path=str(ARTIFACTS / "viewer-run.png"), full_page=True)
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_claim_leads_to_its_passage(world: dict[str, Any], page: Any) -> None:
+    run_id = world["ids"]["science"]
+    page.goto(f"{world['base']}/runs/{run_id}")
+    claims = page.locator("#evidence .claim")
+    sync_api.expect(claims.first).to_be_visible()
+    assert claims.count() >= 1
+    anchor = claims.first.locator(".anchor").first
+    sync_api.expect(anchor.locator(".badge")).to_have_text("in evidence")
+    snippet = anchor.locator(".snippet")
+    sync_api.expect(snippet).to_be_hidden()
+    anchor.locator("a.anchor-link").click()
+    sync_api.expect(snippet).to_be_visible()
+    assert len(snippet.inner_text().strip()) > 20
+    # messages show performative and sender → receivers
+    sync_api.expect(page.locator('.ev[data-type="message"]').first).to_contain_text("→")
+    # the replay player steps with the arrow keys
+    sync_api.expect(page.locator("#player-pos")).to_contain_text("step 1 of")
+    page.keyboard.press("ArrowRight")
+    sync_api.expect(page.locator("#player-pos")).to_contain_text("step 2 of")
+    page.keyboard.press("ArrowLeft")
+    sync_api.expect(page.locator("#player-pos")).to_contain_text("step 1 of")
+    page.screenshot(path=str(ARTIFACTS / "viewer-science-run.png"), full_page=True)
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_record_text_never_runs_as_html(world: dict[str, Any], page: Any) -> None:
+    run_id = world["ids"]["xss"]
+    page.goto(world["base"] + "/")
+    goal = page.locator(f'tr[data-id="{run_id}"] td.goal')
+    sync_api.expect(goal).to_contain_text(IMG)
+    sync_api.expect(goal).to_contain_text(SCRIPT)
+
+    page.goto(f"{world['base']}/runs/{run_id}")
+    sync_api.expect(page.locator("#run-goal")).to_contain_text(IMG)
+    sync_api.expect(page.locator("#run-goal")).to_contain_text(SCRIPT)
+    sync_api.expect(page.locator("#answer-text")).to_contain_text(SCRIPT)
+    tool = page.locator('.ev[data-type="effect"][data-kind="tool"]').first
+    with page.expect_response(lambda r: "/api/payload" in r.url and "field=result" in r.url):
+        tool.locator("button.expand").click()
+    result = tool.locator("pre.payload-result")
+    sync_api.expect(result).to_contain_text("tool said")
+    assert "window.__xss=2</script>" in result.inner_text()
+    page.keyboard.press("ArrowRight")  # the player shows the tool's observation as text too
+    page.keyboard.press("ArrowRight")
+    sync_api.expect(page.locator("#player-body")).to_contain_text("onerror")
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("#app img").count() == 0
+    assert page.locator("#app script").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "viewer-xss-run.png"), full_page=True)
+
+
+def test_damaged_run_shows_problems(world: dict[str, Any], page: Any, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    run = record("to be damaged", store=store, seed=9, durable=False, redactor=Redactor(env={}))
+    with run:
+        run.effect("tool", {"name": "t", "args": {}}, lambda: "original answer")
+    store.close()
+    log = root / run.id / "events.jsonl"
+    data = log.read_bytes()
+    at = data.index(b"original answer")
+    log.write_bytes(data[:at] + b"0" + data[at + 1 :])
+    os.utime(log)
+    with ViewerServer(root) as server:
+        page.goto(f"{server.base_url}/runs/{run.id}")
+        sync_api.expect(page.locator("#summary")).to_contain_text("verify failed")
+        sync_api.expect(page.locator("#verify-problems li").first).to_be_visible()
+        sync_api.expect(page.locator("#timeline .ev").first).to_be_visible()
+
+
+def test_events_load_in_pages(page: Any, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    run = record("many events", store=store, seed=8, durable=False, redactor=Redactor(env={}))
+    with run:
+        for i in range(250):
+            run.effect("tool", {"name": "t", "args": {"i": i}}, lambda i=i: i)
+    store.close()
+    with ViewerServer(root) as server:
+        page.goto(f"{server.base_url}/runs/{run.id}")
+        total = run.manifest.events
+        sync_api.expect(page.locator("#timeline-info")).to_have_text(f"200 of {total} events")
+        sync_api.expect(page.locator("#timeline .ev")).to_have_count(200)
+        page.click("#load-more")
+        sync_api.expect(page.locator("#timeline .ev")).to_have_count(total)
+        sync_api.expect(page.locator("#load-more")).to_be_hidden()

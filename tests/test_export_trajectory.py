@@ -231,8 +231,7 @@ def test_command_unknown_run(store: Store) -> None:
     assert "no run matches" in result.stderr
 
 
-def test_command_html_not_available(store: Store) -> None:
+def test_an_unknown_format_is_refused_by_the_command(store: Store) -> None:
     run_id = run_demo(store).id
-    result = _invoke(store, run_id, "--format", "html")
+    result = _invoke(store, run_id, "--format", "pdf")
     assert result.exit_code == 2
-    assert "not available yet" in result.stderr

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from rar.errors import ConfigError, RarError
+from rar.errors import RarError
 
 
 def _trajectory(store: Any, run_id: str) -> str:
@@ -26,9 +26,9 @@ def _trajectory(store: Any, run_id: str) -> str:
 
 
 def _html(store: Any, run_id: str) -> str:
-    raise ConfigError(
-        "--format html is not available yet; use --format trajectory for a JSON trajectory"
-    )
+    from rar.export.html import export_html
+
+    return export_html(store, run_id)
 
 
 EXPORTERS: dict[str, Callable[[Any, str], str]] = {
@@ -52,7 +52,10 @@ def _store(ctx: click.Context) -> Any:
     type=click.Choice(sorted(EXPORTERS)),
     default="trajectory",
     show_default=True,
-    help="What to export: trajectory (JSON, see docs/trajectory.md); html is not available yet.",
+    help=(
+        "What to export: trajectory (JSON, see docs/trajectory.md) or html (one "
+        "self-contained page with the run and its replay player, viewable offline)."
+    ),
 )
 @click.option(
     "-o",
@@ -63,7 +66,7 @@ def _store(ctx: click.Context) -> Any:
 )
 @click.pass_context
 def export_command(ctx: click.Context, run_ref: str, fmt: str, output: Path | None) -> None:
-    """Export a run (RUN may be a unique id prefix) as a trajectory document."""
+    """Export a run (RUN may be a unique id prefix) as a trajectory or an HTML page."""
     try:
         store = _store(ctx)
         run_id = store.resolve(run_ref)

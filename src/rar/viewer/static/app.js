@@ -45,7 +45,39 @@ function json(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
+// Offline data: an exported page (`rar export RUN --format html`) embeds the run, its events and
+// the plain value of every payload in <script type="application/json" id="rar-data">; then
+// nothing is fetched and api() answers from it.
+const OFFLINE = (() => {
+  const el = document.getElementById("rar-data");
+  return el ? JSON.parse(el.textContent) : null;
+})();
+
+function offlineApi(path) {
+  const [pathname, query] = path.split("?");
+  const url = { pathname, searchParams: new URLSearchParams(query || "") };
+  const runPath = `/api/runs/${encodeURIComponent(OFFLINE.run.id)}`;
+  if (url.pathname === runPath) return OFFLINE.run;
+  if (url.pathname === `${runPath}/events`) {
+    const all = OFFLINE.events;
+    const offset = Number(url.searchParams.get("offset") || 0);
+    const limit = Number(url.searchParams.get("limit") || PAGE);
+    const events = all.events.slice(offset, offset + limit);
+    const end = offset + events.length;
+    return { ...all, offset, limit, events, next_offset: end < all.events.length ? end : null };
+  }
+  if (url.pathname === "/api/payload") {
+    const key = `${url.searchParams.get("seq")}:${url.searchParams.get("field")}`;
+    const payloads = OFFLINE.payloads || {};
+    if (Object.prototype.hasOwnProperty.call(payloads, key)) return { value: payloads[key] };
+    const why = (OFFLINE.payload_errors || {})[key];
+    throw new Error(why ? `payload ${key}: ${why}` : `payload ${key} is not in this export`);
+  }
+  throw new Error(`${path} is not in this export`);
+}
+
 async function api(path) {
+  if (OFFLINE) return offlineApi(path);
   const answer = await fetch(path, { headers: { Accept: "application/json" } });
   let body = null;
   try {
@@ -478,7 +510,8 @@ function buildPlayer(id, events, result, box) {
 
 function main() {
   const root = document.getElementById("app");
-  const match = location.pathname.match(/^\/runs\/([^/]+)\/?$/);
+  const match = OFFLINE ? [null, encodeURIComponent(OFFLINE.run.id)]
+    : location.pathname.match(/^\/runs\/([^/]+)\/?$/);
   const page = match ? runPage(root, decodeURIComponent(match[1])) : runsPage(root);
   page.catch((err) => showError(root, err)).finally(() => { document.body.dataset.ready = "1"; });
 }

@@ -1,0 +1,192 @@
+"""A recorded run as ONE self-contained HTML file: the viewer's run page and replay player,
+working offline from ``file://``.
+
+The viewer's CSS and JavaScript are inlined; the run's data (what ``/api/runs/{id}`` and
+``/api/runs/{id}/events`` would answer, plus the plain value of every payload reference the page
+may open) is embedded in ``<script type="application/json" id="rar-data">``. ``app.js`` reads it
+from there instead of fetching. The embedded JSON has ``<``, ``>`` and ``&`` escaped as
+``\\u003c``, ``\\u003e`` and ``\\u0026``, so no recorded text can close the tag; the page renders
+every recorded value as text, as the served viewer does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from rar.errors import RarError
+
+PAYLOAD_CAP = 256 * 1024
+"""Bytes of JSON kept per payload; a bigger value becomes its cut text with a note."""
+
+# the values the page needs whole (the answer and its anchors drive the evidence chain)
+_UNCAPPED = {("run.finished", "result"), ("evidence", "anchors")}
+
+
+def _static_dir() -> Path:
+    from rar.viewer.app import STATIC_DIR
+
+    return Path(STATIC_DIR)
+
+
+def _is_ref(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("digest"), str)
+        and value["digest"].startswith("sha256:")
+        and "size" in value
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _capped(value: Any, cap: int) -> Any:
+    text = json.dumps(value, ensure_ascii=False, default=str, indent=2)
+    raw = text.encode("utf-8")
+    if len(raw) <= cap:
+        return value
+    cut = raw[:cap].decode("utf-8", errors="ignore")
+    return f"{cut}\n… [cut by rar export: {len(raw)} bytes of JSON, the first {cap} shown]"
+
+
+def _detail(store: Any, run_id: str) -> dict[str, Any]:
+    """What ``/api/runs/{id}`` answers, built with the viewer's own helpers."""
+    from rar.store.layout import EVENTS_NAME
+    from rar.viewer.app import Viewer, _event_types, read_log
+
+    viewer = Viewer(Path(store.root))
+    run_dir = store.run_dir(run_id)
+    problems: list[dict[str, Any]] = []
+    manifest: dict[str, Any] | None = None
+    try:
+        manifest = store.manifest(run_id).model_dump(mode="json")
+    except RarError as exc:
+        problems.append({"what": "manifest", "detail": exc.message})
+    log = read_log(run_dir / EVENTS_NAME)
+    verify = viewer.verification(store, run_id)
+    if log.problems and verify.get("ok") is not False:
+        verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
+    if problems:
+        verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
+    row = store.row_from_files(run_id)
+    status = store.display_status(row) if row is not None else None
+    return {
+        "id": run_id,
+        "status": status,
+        "manifest": manifest,
+        "summary": {
+            "events": len(log.events),
+            "complete": log.complete,
+            "torn_bytes": log.torn_bytes,
+            "event_types": _event_types(log.events),
+            "stats": (manifest or {}).get("stats", {}),
+            "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
+        },
+        "verify": verify,
+        "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
+        "_log": log,
+    }
+
+
+def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str, Any]:
+    """The data embedded in the page: ``run``, ``events`` (a page like the API's) and
+    ``payloads`` (``"seq:field"`` → plain value, or ``{"error": ...}`` when it cannot be read)."""
+    detail = _detail(store, run_id)
+    log = detail.pop("_log")
+    payloads: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for event in log.events:
+        seq = event.get("seq")
+        for field, ref in event.items():
+            if not _is_ref(ref) or ("value" in ref and not isinstance(ref["value"], (dict, list))):
+                continue  # inline scalars are read from the event itself
+            key = f"{seq}:{field}"
+            try:
+                value = store.resolve_payload(ref)
+            except RarError as exc:
+                errors[key] = exc.message
+                continue
+            except (ValueError, KeyError, OSError) as exc:
+                errors[key] = f"cannot read payload: {exc}"
+                continue
+            if (event.get("type"), field) not in _UNCAPPED:
+                value = _capped(value, cap)
+            payloads[key] = value
+    return {
+        "format": "rar-html-export/1",
+        "run": detail,
+        "events": {
+            "id": run_id,
+            "offset": 0,
+            "limit": len(log.events),
+            "total": len(log.events),
+            "complete": log.complete,
+            "problems": log.problems,
+            "next_offset": None,
+            "events": log.events,
+        },
+        "payloads": payloads,
+        "payload_errors": errors,
+    }
+
+
+def embed_json(data: Any) -> str:
+    """JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` left raw."""
+    return (
+        _dumps(data)
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _inline_code(text: str, tag: str) -> str:
+    # the viewer's own code: make sure it cannot end its element early
+    return text.replace(f"</{tag}", f"<\\/{tag}")
+
+
+def render_html(data: dict[str, Any]) -> str:
+    static = _static_dir()
+    css = _inline_code((static / "app.css").read_text(encoding="utf-8"), "style")
+    js = _inline_code((static / "app.js").read_text(encoding="utf-8"), "script")
+    icon = base64.b64encode((static / "favicon.svg").read_bytes()).decode("ascii")
+    run_id = str(data["run"]["id"])
+    title = (
+        f"Run {run_id} · RAR export".replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    )
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; \
+style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<title>{title}</title>
+<style>
+{css}
+</style>
+<link rel="icon" href="data:image/svg+xml;base64,{icon}" type="image/svg+xml">
+<script type="application/json" id="rar-data">{embed_json(data)}</script>
+<script type="module">
+{js}
+</script>
+</head>
+<body>
+<header class="top"><span class="brand">RAR viewer</span> \
+<span class="muted">offline export of one run</span></header>
+<main id="app"><p class="muted" id="loading">Loading…</p></main>
+<noscript><p>This exported run needs JavaScript to display.</p></noscript>
+</body>
+</html>
+"""
+
+
+def export_html(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> str:
+    """The run ``run_id`` of ``store`` as one self-contained HTML document."""
+    return render_html(export_data(store, run_id, cap=cap))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from browser import CHROMIUM, launch_chromium
 from rar.cli.export_cmd import export_command
 from rar.demo import run_demo
 from rar.export.html import embed_json, export_data, export_html
@@ -18,7 +19,6 @@ from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 IMG = '<img src=x onerror="window.__xss=1">'
 SCRIPT = "<script>window.__xss=2</script>"
@@ -146,18 +146,7 @@ def browser() -> Iterator[Any]:
         pytest.skip(f"{CHROMIUM} is missing (Debian package `chromium`)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     with sync_api.sync_playwright() as pw:
-        launched = pw.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-                "--disable-sync",
-            ],
-        )
+        launched = launch_chromium(pw)
         try:
             yield launched
         finally:

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from tests.servers._local import LocalServer
 
+from browser import CHROMIUM, launch_chromium
 from rar.demo import run_demo
 from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store
 from rar.viewer import create_app
 
-CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
     pytest.skip(
         f"{CHROMIUM} is missing (Debian package `chromium`); the browser tests need it",
@@ -76,18 +76,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     store.close()
     ARTIFACTS.mkdir(exist_ok=True)
     with ViewerServer(root) as server, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-                "--disable-sync",
-            ],
-        )
+        browser = launch_chromium(pw)
         try:
             yield {"ids": ids, "base": server.base_url, "browser": browser}
         finally:

@@ -53,50 +53,12 @@ def _capped(value: Any, cap: int) -> Any:
     return f"{cut}\n… [cut by rar export: {len(raw)} bytes of JSON, the first {cap} shown]"
 
 
-def _detail(store: Any, run_id: str) -> dict[str, Any]:
-    """What ``/api/runs/{id}`` answers, built with the viewer's own helpers."""
-    from rar.store.layout import EVENTS_NAME
-    from rar.viewer.app import Viewer, _event_types, read_log
-
-    viewer = Viewer(Path(store.root))
-    run_dir = store.run_dir(run_id)
-    problems: list[dict[str, Any]] = []
-    manifest: dict[str, Any] | None = None
-    try:
-        manifest = store.manifest(run_id).model_dump(mode="json")
-    except RarError as exc:
-        problems.append({"what": "manifest", "detail": exc.message})
-    log = read_log(run_dir / EVENTS_NAME)
-    verify = viewer.verification(store, run_id)
-    if log.problems and verify.get("ok") is not False:
-        verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
-    if problems:
-        verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
-    row = store.row_from_files(run_id)
-    status = store.display_status(row) if row is not None else None
-    return {
-        "id": run_id,
-        "status": status,
-        "manifest": manifest,
-        "summary": {
-            "events": len(log.events),
-            "complete": log.complete,
-            "torn_bytes": log.torn_bytes,
-            "event_types": _event_types(log.events),
-            "stats": (manifest or {}).get("stats", {}),
-            "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
-        },
-        "verify": verify,
-        "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
-        "_log": log,
-    }
-
-
 def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str, Any]:
     """The data embedded in the page: ``run``, ``events`` (a page like the API's) and
     ``payloads`` (``"seq:field"`` → plain value, or ``{"error": ...}`` when it cannot be read)."""
-    detail = _detail(store, run_id)
-    log = detail.pop("_log")
+    from rar.viewer.app import Viewer, build_run_detail
+
+    detail, log = build_run_detail(Viewer(Path(store.root)), store, run_id)
     payloads: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for event in log.events:

@@ -385,6 +385,39 @@ def _event_types(events: Iterable[dict[str, Any]]) -> dict[str, int]:
 # --- routes --------------------------------------------------------------------------------------
 
 
+def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[str, Any], LogRead]:
+    """What ``/api/runs/{id}`` answers (a damaged run answers with its problems), and the log."""
+    problems: list[dict[str, Any]] = []
+    manifest: dict[str, Any] | None = None
+    try:
+        manifest = store.manifest(run_id).model_dump(mode="json")
+    except RarError as exc:
+        problems.append({"what": "manifest", "detail": exc.message})
+    log = read_log(store.run_dir(run_id) / EVENTS_NAME)
+    verify = viewer.verification(store, run_id)
+    if log.problems and verify.get("ok") is not False:
+        verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
+    if problems:
+        verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
+    row = store.row_from_files(run_id)
+    detail = {
+        "id": run_id,
+        "status": store.display_status(row) if row is not None else None,
+        "manifest": manifest,
+        "summary": {
+            "events": len(log.events),
+            "complete": log.complete,
+            "torn_bytes": log.torn_bytes,
+            "event_types": _event_types(log.events),
+            "stats": (manifest or {}).get("stats", {}),
+            "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
+        },
+        "verify": verify,
+        "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
+    }
+    return detail, log
+
+
 def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = None) -> Starlette:
     """The viewer app serving the store at ``store_root``, read-only.
 
@@ -444,41 +477,8 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
         def action(store: Store) -> Response:
             run_id = viewer.resolve(store, ref)
-            run_dir = store.run_dir(run_id)
-            problems: list[dict[str, Any]] = []
-            manifest: dict[str, Any] | None = None
-            try:
-                manifest = store.manifest(run_id).model_dump(mode="json")
-            except RarError as exc:
-                problems.append({"what": "manifest", "detail": exc.message})
-            log = read_log(run_dir / EVENTS_NAME)
-            verify = viewer.verification(store, run_id)
-            if log.problems and verify.get("ok") is not False:
-                verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
-            if problems:
-                verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
-            row = store.row_from_files(run_id)
-            status = store.display_status(row) if row is not None else None
-            return _json(
-                {
-                    "id": run_id,
-                    "status": status,
-                    "manifest": manifest,
-                    "summary": {
-                        "events": len(log.events),
-                        "complete": log.complete,
-                        "torn_bytes": log.torn_bytes,
-                        "event_types": _event_types(log.events),
-                        "stats": (manifest or {}).get("stats", {}),
-                        "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
-                    },
-                    "verify": verify,
-                    "links": {
-                        "events": f"/api/runs/{run_id}/events",
-                        "home": "/",
-                    },
-                }
-            )
+            detail, _log = build_run_detail(viewer, store, run_id)
+            return _json(detail)
 
         return viewer.with_store(action)
 

@@ -382,3 +382,15 @@ def test_view_command_shape() -> None:
     assert view_command.name == "view"
     names = {p.name for p in view_command.params}
     assert {"store_path", "host", "port", "no_open"} <= names
+
+
+def test_page_shell_loads_every_viewer_file_in_order() -> None:
+    import re
+
+    from rar.viewer.app import SCRIPTS, STATIC_DIR, STYLES
+
+    shell = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r'<script defer src="/static/([^"]+)"></script>', shell) == list(SCRIPTS)
+    assert re.findall(r'<link rel="stylesheet" href="/static/([^"]+)">', shell) == list(STYLES)
+    for name in (*SCRIPTS, *STYLES):
+        assert (STATIC_DIR / name).is_file(), name

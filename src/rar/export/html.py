@@ -3,7 +3,7 @@ working offline from ``file://``.
 
 The viewer's CSS and JavaScript are inlined; the run's data (what ``/api/runs/{id}`` and
 ``/api/runs/{id}/events`` would answer, plus the plain value of every payload reference the page
-may open) is embedded in ``<script type="application/json" id="rar-data">``. ``app.js`` reads it
+may open) is embedded in ``<script type="application/json" id="rar-data">``. The viewer's scripts read it
 from there instead of fetching. The embedded JSON has ``<``, ``>`` and ``&`` escaped as
 ``\\u003c``, ``\\u003e`` and ``\\u0026``, so no recorded text can close the tag; the page renders
 every recorded value as text, as the served viewer does.
@@ -115,8 +115,18 @@ def _inline_code(text: str, tag: str) -> str:
 
 def render_html(data: dict[str, Any]) -> str:
     static = _static_dir()
-    css = _inline_code((static / "app.css").read_text(encoding="utf-8"), "style")
-    js = _inline_code((static / "app.js").read_text(encoding="utf-8"), "script")
+    from rar.viewer.app import SCRIPTS, STYLES
+
+    css = "\n".join(
+        _inline_code((static / name).read_text(encoding="utf-8"), "style") for name in STYLES
+    )
+    # classic scripts at the end of <body>, in the viewer's load order (inline scripts cannot
+    # be deferred)
+    js = "".join(
+        f"<script>\n{_inline_code((static / name).read_text(encoding='utf-8'), 'script')}\n"
+        "</script>\n"
+        for name in SCRIPTS
+    )
     icon = base64.b64encode((static / "favicon.svg").read_bytes()).decode("ascii")
     run_id = str(data["run"]["id"])
     title = (
@@ -135,16 +145,13 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 </style>
 <link rel="icon" href="data:image/svg+xml;base64,{icon}" type="image/svg+xml">
 <script type="application/json" id="rar-data">{embed_json(data)}</script>
-<script type="module">
-{js}
-</script>
 </head>
 <body>
 <header class="top"><span class="brand">RAR viewer</span> \
 <span class="muted">offline export of one run</span></header>
 <main id="app"><p class="muted" id="loading">Loading…</p></main>
 <noscript><p>This exported run needs JavaScript to display.</p></noscript>
-</body>
+{js}</body>
 </html>
 """
 

@@ -69,6 +69,11 @@ _RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
 
 STATIC_DIR = Path(__file__).parent / "static"
+SCRIPTS: tuple[str, ...] = ("core.js", "runs.js", "run.js", "panels.js", "diff.js", "main.js")
+"""The viewer's scripts, in load order: classic scripts sharing one global scope (core first,
+main last). ``static/index.html`` loads exactly these; ``rar export`` inlines them."""
+STYLES: tuple[str, ...] = ("app.css", "panels.css", "diff.css")
+"""The viewer's style sheets, in order."""
 _STATIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _STATIC_TYPES = {
     ".html": "text/html; charset=utf-8",

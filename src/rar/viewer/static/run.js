@@ -1,194 +1,5 @@
-// RAR viewer: a single page over the read-only JSON API.
-// Every value that comes from the record is inserted as text (textContent / createTextNode);
-// nothing from the record is ever parsed as HTML.
-
-const PAGE = 200;
-
-// --- DOM helpers -----------------------------------------------------------------------------
-
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") el.className = value;
-    else if (key === "dataset") Object.assign(el.dataset, value);
-    else if (key === "text") el.textContent = String(value);
-    else if (key.startsWith("on")) throw new Error("no inline handlers");
-    else el.setAttribute(key, String(value));
-  }
-  append(el, children);
-  return el;
-}
-
-function append(el, children) {
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    el.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return el;
-}
-
-function clear(el) {
-  while (el.firstChild) el.removeChild(el.firstChild);
-  return el;
-}
-
-function badge(text, kind) {
-  return h("span", { class: `badge ${kind || String(text).replace(/[^a-z_]/gi, "")}` }, String(text));
-}
-
-function runLink(id) {
-  return h("a", { href: `/runs/${encodeURIComponent(id)}` }, id);
-}
-
-function json(value) {
-  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
-}
-
-// Offline data: an exported page (`rar export RUN --format html`) embeds the run, its events and
-// the plain value of every payload in <script type="application/json" id="rar-data">; then
-// nothing is fetched and api() answers from it.
-const OFFLINE = (() => {
-  const el = document.getElementById("rar-data");
-  return el ? JSON.parse(el.textContent) : null;
-})();
-
-function offlineApi(path) {
-  const [pathname, query] = path.split("?");
-  const url = { pathname, searchParams: new URLSearchParams(query || "") };
-  const runPath = `/api/runs/${encodeURIComponent(OFFLINE.run.id)}`;
-  if (url.pathname === runPath) return OFFLINE.run;
-  if (url.pathname === `${runPath}/events`) {
-    const all = OFFLINE.events;
-    const offset = Number(url.searchParams.get("offset") || 0);
-    const limit = Number(url.searchParams.get("limit") || PAGE);
-    const events = all.events.slice(offset, offset + limit);
-    const end = offset + events.length;
-    return { ...all, offset, limit, events, next_offset: end < all.events.length ? end : null };
-  }
-  if (url.pathname === "/api/payload") {
-    const key = `${url.searchParams.get("seq")}:${url.searchParams.get("field")}`;
-    const payloads = OFFLINE.payloads || {};
-    if (Object.prototype.hasOwnProperty.call(payloads, key)) return { value: payloads[key] };
-    const why = (OFFLINE.payload_errors || {})[key];
-    throw new Error(why ? `payload ${key}: ${why}` : `payload ${key} is not in this export`);
-  }
-  throw new Error(`${path} is not in this export`);
-}
-
-async function api(path) {
-  if (OFFLINE) return offlineApi(path);
-  const answer = await fetch(path, { headers: { Accept: "application/json" } });
-  let body = null;
-  try {
-    body = await answer.json();
-  } catch (err) {
-    throw new Error(`${path}: HTTP ${answer.status}, not JSON`);
-  }
-  if (!answer.ok) throw new Error(`${body.error || answer.status}: ${body.message || path}`);
-  return body;
-}
-
-function isPayloadRef(value) {
-  return value && typeof value === "object" && !Array.isArray(value) &&
-    typeof value.digest === "string" && value.digest.startsWith("sha256:") && "size" in value;
-}
-
-const payloadCache = new Map();
-
-async function payloadValue(runId, event, field) {
-  const ref = event[field];
-  if (!isPayloadRef(ref)) return ref;
-  if ("value" in ref) return ref.value;
-  const key = `${event.seq}:${field}`;
-  if (!payloadCache.has(key)) {
-    const q = new URLSearchParams({ run: runId, seq: String(event.seq), field });
-    payloadCache.set(key, api(`/api/payload?${q}`).then((b) => b.value));
-  }
-  return payloadCache.get(key);
-}
-
-function showError(el, err) {
-  append(el, [h("div", { class: "error-box" }, String(err && err.message ? err.message : err))]);
-}
-
-// --- runs page -------------------------------------------------------------------------------
-
-const COLUMNS = [
-  ["status", "Status"],
-  ["goal", "Goal"],
-  ["created_at", "Created"],
-  ["events", "Events"],
-  ["mode", "Mode"],
-  ["model", "Model"],
-  ["parent", "Parent"],
-  ["id", "Run"],
-];
-
-async function runsPage(root) {
-  document.title = "Runs · RAR viewer";
-  const filter = h("input", { id: "filter", type: "search", placeholder: "filter by goal or id…", "aria-label": "filter" });
-  const status = h("select", { id: "status-filter", "aria-label": "status" }, h("option", { value: "" }, "all statuses"));
-  const table = h("table", { id: "runs" });
-  const count = h("span", { class: "muted", id: "runs-count" });
-  append(clear(root), [h("h1", {}, "Runs"), h("div", { class: "controls" }, filter, status, count), table]);
-
-  let runs;
-  try {
-    runs = (await api("/api/runs")).runs;
-  } catch (err) {
-    showError(root, err);
-    return;
-  }
-  for (const s of [...new Set(runs.map((r) => r.status))].sort()) status.appendChild(h("option", { value: s }, s));
-  let sortKey = "created_at";
-  let sortDir = -1;
-
-  const thead = h("thead", {}, h("tr", {}, COLUMNS.map(([key, label]) => h("th", { dataset: { key } }, label))));
-  const tbody = h("tbody");
-  append(table, [thead, tbody]);
-
-  function render() {
-    const q = filter.value.trim().toLowerCase();
-    const st = status.value;
-    const shown = runs
-      .filter((r) => !st || r.status === st)
-      .filter((r) => !q || r.id.toLowerCase().includes(q) || String(r.goal || "").toLowerCase().includes(q))
-      .sort((a, b) => {
-        const x = a[sortKey] ?? "";
-        const y = b[sortKey] ?? "";
-        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
-        return c * sortDir || String(a.id).localeCompare(String(b.id)) * sortDir;
-      });
-    for (const th of thead.querySelectorAll("th")) {
-      th.classList.toggle("sorted-asc", th.dataset.key === sortKey && sortDir > 0);
-      th.classList.toggle("sorted-desc", th.dataset.key === sortKey && sortDir < 0);
-    }
-    clear(tbody);
-    for (const r of shown) {
-      tbody.appendChild(h("tr", { class: "run-row", dataset: { id: r.id } },
-        h("td", {}, badge(r.status || "unknown")),
-        h("td", { class: "goal" }, h("a", { href: `/runs/${encodeURIComponent(r.id)}` }, r.goal || "(no goal)")),
-        h("td", {}, r.created_at || ""),
-        h("td", {}, r.events ?? ""),
-        h("td", {}, r.mode ?? ""),
-        h("td", {}, r.model ?? ""),
-        h("td", {}, r.parent ? runLink(r.parent) : ""),
-        h("td", { class: "muted" }, r.id)));
-    }
-    count.textContent = `${shown.length} of ${runs.length} runs`;
-  }
-  thead.addEventListener("click", (ev) => {
-    const th = ev.target.closest("th");
-    if (!th) return;
-    if (th.dataset.key === sortKey) sortDir = -sortDir;
-    else { sortKey = th.dataset.key; sortDir = 1; }
-    render();
-  });
-  filter.addEventListener("input", render);
-  status.addEventListener("change", render);
-  render();
-}
+// RAR viewer: one run — summary, timeline, answer, evidence chain, replay player, panels.
+"use strict";
 
 // --- run page --------------------------------------------------------------------------------
 
@@ -249,8 +60,9 @@ async function runPage(root, runId) {
   const timeline = h("div", { class: "timeline", id: "timeline" });
   const more = h("button", { id: "load-more", type: "button" }, "Load more events");
   const timelineInfo = h("p", { class: "muted", id: "timeline-info" });
+  const panelsBox = h("div", { id: "panels" });
   sections.push(h("h2", {}, "Answer"), answerBox, h("h2", {}, "Evidence chain"), evidenceBox,
-    h("h2", {}, "Replay"), playerBox, h("h2", {}, "Timeline"), timelineInfo, timeline, more);
+    panelsBox, h("h2", {}, "Replay"), playerBox, h("h2", {}, "Timeline"), timelineInfo, timeline, more);
   append(root, sections);
 
   const state = { id, collapsed: new Set(), next: 0, loading: false };
@@ -261,7 +73,9 @@ async function runPage(root, runId) {
       if (entries.some((e) => e.isIntersecting)) loadTimeline(state, timeline, more, timelineInfo);
     }).observe(more);
   }
-  loadChain(id, answerBox, evidenceBox, playerBox).catch((err) => showError(evidenceBox, err));
+  loadChain(id, detail, answerBox, evidenceBox, playerBox)
+    .then((ctx) => renderPanels(ctx, panelsBox))
+    .catch((err) => showError(evidenceBox, err));
 }
 
 async function loadTimeline(state, timeline, more, info) {
@@ -394,7 +208,7 @@ async function allEvents(id) {
   return events;
 }
 
-async function loadChain(id, answerBox, evidenceBox, playerBox) {
+async function loadChain(id, detail, answerBox, evidenceBox, playerBox) {
   const events = await allEvents(id);
   const finished = events.filter((e) => e.type === "run.finished").pop();
   let result = null;
@@ -450,6 +264,22 @@ async function loadChain(id, answerBox, evidenceBox, playerBox) {
   });
 
   buildPlayer(id, events, result, playerBox);
+  return { id, detail, events, result, payload: (ev, field) => payloadValue(id, ev, field) };
+}
+
+async function renderPanels(ctx, container) {
+  for (const panel of PANELS) {
+    const box = h("div", { id: `panel-${panel.id}`, class: "panel" });
+    const section = h("section", { class: "panel-section", dataset: { panel: panel.id } },
+      h("h2", {}, panel.title), box);
+    container.appendChild(section);
+    try {
+      if ((await panel.render(ctx, box)) === false) section.remove();
+    } catch (err) {
+      showError(box, err);
+    }
+  }
+  container.dataset.ready = "1";
 }
 
 function buildPlayer(id, events, result, box) {
@@ -506,14 +336,3 @@ function buildPlayer(id, events, result, box) {
   show();
 }
 
-// --- routing ---------------------------------------------------------------------------------
-
-function main() {
-  const root = document.getElementById("app");
-  const match = OFFLINE ? [null, encodeURIComponent(OFFLINE.run.id)]
-    : location.pathname.match(/^\/runs\/([^/]+)\/?$/);
-  const page = match ? runPage(root, decodeURIComponent(match[1])) : runsPage(root);
-  page.catch((err) => showError(root, err)).finally(() => { document.body.dataset.ready = "1"; });
-}
-
-main();

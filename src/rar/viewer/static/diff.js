@@ -1,0 +1,2 @@
+// RAR viewer: diff.
+"use strict";

@@ -1,0 +1,2 @@
+// RAR viewer: panels.
+"use strict";

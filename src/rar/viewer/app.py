@@ -590,6 +590,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
     routes = [
         Route("/", shell, methods=["GET"]),
         Route("/runs/{run_id}", shell, methods=["GET"]),
+        Route("/diff", shell, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
         Route("/api/runs", runs, methods=["GET"]),
         Route("/api/runs/{run_id}", run_detail, methods=["GET"]),

@@ -127,3 +127,14 @@ function registerPanel(panel) {
   PANELS.push(panel);
   PANELS.sort((a, b) => (a.order ?? 100) - (b.order ?? 100));
 }
+
+// The URL of a run's artifact (a file recorded by an `artifact` event): served by the viewer,
+// or, in an exported page, the data: URL embedded for it (null when the export left it out).
+function artifactUrl(runId, name) {
+  if (OFFLINE) {
+    const found = (OFFLINE.artifacts || {})[name];
+    return found && found.url ? found.url : null;
+  }
+  const path = String(name).split("/").map(encodeURIComponent).join("/");
+  return `/api/runs/${encodeURIComponent(runId)}/artifacts/${path}`;
+}

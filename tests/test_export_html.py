@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from browser import CHROMIUM, launch_chromium
 from rar.cli.export_cmd import export_command
 from rar.demo import run_demo
-from rar.export.html import embed_json, export_data, export_html
+from rar.export.html import embed_json, export_data, export_html, read_embedded
 from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store
@@ -58,15 +58,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     for name, run_id in ids.items():
         files[name] = out / f"{name}.html"
         files[name].write_text(export_html(store, run_id), encoding="utf-8")
+    # the same science run, compressed as a big run's export is
+    files["science-gz"] = out / "science-gz.html"
+    files["science-gz"].write_text(export_html(store, ids["science"], compress=True), "utf-8")
     yield {"store": store, "ids": ids, "files": files, "root": root}
     store.close()
 
 
 def _data(text: str) -> dict[str, Any]:
-    match = DATA_RE.search(text)
-    assert match is not None
-    data: dict[str, Any] = json.loads(match.group(1))
-    return data
+    return read_embedded(text)
 
 
 def test_no_external_references(world: dict[str, Any]) -> None:
@@ -89,17 +89,44 @@ def test_embedded_json_holds_the_run(world: dict[str, Any]) -> None:
     events = data["events"]["events"]
     assert len(events) == data["run"]["summary"]["events"] == data["events"]["total"] > 0
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    # every payload reference of every event is resolved, or inline in the event
+    # every payload reference of every event is embedded (its blob), or inline in the event
     for ev in events:
         for field, ref in ev.items():
             if isinstance(ref, dict) and str(ref.get("digest", "")).startswith("sha256:"):
-                key = f"{ev['seq']}:{field}"
-                inline_scalar = "value" in ref and not isinstance(ref["value"], (dict, list))
-                assert inline_scalar or key in data["payloads"], key
+                assert "value" in ref or ref["digest"] in data["blobs"], (ev["seq"], field)
+    # each blob is the stored bytes' JSON, under its own digest
+    for digest, value in list(data["blobs"].items())[:50]:
+        assert value == json.loads(store.get_blob(digest)), digest
+    assert data["payload_errors"] == {}
     finished = [e for e in events if e["type"] == "run.finished"][-1]
-    result = data["payloads"][f"{finished['seq']}:result"]
-    assert result == store.resolve_payload(finished["result"])
-    assert result["claims"]
+    assert finished["result"]["digest"] in data["blobs"]
+    assert data["run"]["anchors"]["checked"] is True
+    anchors = data["run"]["anchors"]["anchors"]
+    assert anchors and all(a["status"] == "matches" for a in anchors.values()), anchors
+    # compressed or not, the same document
+    gz = world["files"]["science-gz"].read_text(encoding="utf-8")
+    head = gz.split("</head>", 1)[0]
+    assert 'id="rar-data-gz"' in head and 'id="rar-data"' not in head
+    assert _data(gz) == data
+
+
+def test_conversation_stays_linked_in_the_export(tmp_path: Path) -> None:
+    """A long conversation is embedded as message chains, each message once: linear size."""
+    store = Store(tmp_path / "runs", create=True)
+    sizes = {}
+    for steps in (40, 80):
+        run = record(f"chat {steps}", store=store, seed=1, durable=False, redactor=Redactor(env={}))
+        with run:
+            messages: list[dict[str, str]] = []
+            for i in range(steps):
+                messages.append({"role": "user", "content": f"question {i} " + "q" * 200})
+                request = {"model": "m", "messages": list(messages)}
+                reply = run.effect("llm", request, lambda i=i: {"content": f"answer {i}"})
+                messages.append({"role": "assistant", "content": reply["content"]})
+        sizes[steps] = len(export_html(store, run.id, compress=False).encode())
+    # twice the steps: about twice the bytes (quadratic would be four times)
+    assert sizes[80] < 2.4 * sizes[40], sizes
+    store.close()
 
 
 def test_recorded_script_is_escaped(world: dict[str, Any]) -> None:
@@ -120,8 +147,8 @@ def test_recorded_script_is_escaped(world: dict[str, Any]) -> None:
 def test_big_payload_is_cut_with_a_note(world: dict[str, Any]) -> None:
     store, run_id = world["store"], world["ids"]["xss"]
     data = export_data(store, run_id)
-    cut = [v for v in data["payloads"].values() if isinstance(v, str) and "cut by rar" in v]
-    assert len(cut) == 1
+    cut = [v["$cut"] for v in data["blobs"].values() if isinstance(v, dict) and "$cut" in v]
+    assert len(cut) == 1 and "cut by rar export" in cut[0]
     assert len(cut[0].encode()) < 256 * 1024 + 200
 
 
@@ -174,10 +201,11 @@ def _offline_only(requests: list[str]) -> None:
     assert not bad, bad
 
 
-def test_browser_science_run_offline(world: dict[str, Any], browser: Any) -> None:
+@pytest.mark.parametrize("name", ["science", "science-gz"])
+def test_browser_science_run_offline(world: dict[str, Any], browser: Any, name: str) -> None:
     from playwright.sync_api import expect
 
-    context, page, requests, errors = _open(browser, world["files"]["science"])
+    context, page, requests, errors = _open(browser, world["files"][name])
     try:
         expect(page.locator("#summary")).to_contain_text("activation energy")
         expect(page.locator("#summary")).to_contain_text(world["ids"]["science"])
@@ -188,6 +216,7 @@ def test_browser_science_run_offline(world: dict[str, Any], browser: Any) -> Non
         claims = page.locator("#evidence .claim")
         expect(claims.first).to_be_visible()
         expect(page.locator("#evidence .badge.present").first).to_be_visible()
+        expect(page.locator("#evidence .hash-badge").first).to_have_text("passage matches its hash")
         link = page.locator("#evidence .anchor-link").first
         link.click()
         expect(page.locator("#evidence .snippet").first).to_be_visible()
@@ -204,7 +233,7 @@ def test_browser_science_run_offline(world: dict[str, Any], browser: Any) -> Non
         page.keyboard.press("ArrowLeft")
         expect(pos).to_contain_text("step 2 of")
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "export-html.png"), full_page=True)
+        page.screenshot(path=str(ARTIFACTS / f"export-html-{name}.png"), full_page=True)
         assert page.evaluate("window.__xss") is None
         _offline_only(requests)
         assert not errors, errors

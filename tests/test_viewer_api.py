@@ -18,8 +18,13 @@ from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store
 from rar.viewer import SECURITY_HEADERS, create_app, host_warning, is_loopback
+from rar.viewer.app import ARTIFACT_CSP
 
 BIG_EVENTS = 1100
+FIGURE = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4">'
+    b'<rect width="4" height="4"/></svg>'
+)
 
 
 class ViewerServer(LocalServer[Any, Any]):
@@ -51,8 +56,11 @@ def _runs_with_config(store: Store) -> dict[str, str]:
     with run:
         run.artifact("report.txt", b"hello artifact\n")
         run.artifact("sub/data.json", b'{"x": 1}')
+        run.artifact("figures/fit.svg", FIGURE, media_type="image/svg+xml")
+        run.artifact("notes.txt", b"as recorded", media_type="text/plain")
     ids["art"] = run.id
     artifacts = store.run_dir(run.id) / "artifacts"
+    (artifacts / "notes.txt").write_bytes(b"edited afterwards")  # no longer the recorded bytes
     os.symlink("/etc/passwd", artifacts / "passwd")
     os.symlink("/etc", artifacts / "etcdir")
     os.mkfifo(artifacts / "pipe")
@@ -267,6 +275,51 @@ def test_artifacts_served_and_traversal_refused(world: dict[str, Any]) -> None:
         assert b"root:" not in body and b"run_id" not in body, target
 
 
+def test_recorded_pictures_inline_and_changed_artifacts_refused(world: dict[str, Any]) -> None:
+    base = f"/api/runs/{world['ids']['art']}/artifacts"
+    figure = _get(world, f"{base}/figures/fit.svg")
+    assert figure.status_code == 200 and figure.content == FIGURE
+    assert figure.headers["content-type"].startswith("image/svg+xml")
+    assert figure.headers["content-disposition"].startswith("inline")
+    # even opened on its own, an artifact runs no script: its own, stricter policy
+    policy = figure.headers["content-security-policy"]
+    assert "sandbox" in policy and "default-src 'none'" in policy
+    assert figure.headers["x-content-type-options"] == "nosniff"
+    changed = _get(world, f"{base}/notes.txt")
+    assert changed.status_code == 409
+    assert changed.json()["error"] == "artifact-changed"
+    assert b"edited afterwards" not in changed.content
+
+
+def test_run_list_filters_by_mode_model_and_date(world: dict[str, Any]) -> None:
+    ids = world["ids"]
+    listed = _get(world, "/api/runs").json()["runs"]
+    by_mode = _get(world, "/api/runs", mode="record").json()["runs"]
+    assert [r["id"] for r in by_mode] == [ids["big"]]
+    assert [r["id"] for r in _get(world, "/api/runs", model="model-a").json()["runs"]] == [
+        ids["big"]
+    ]
+    assert _get(world, "/api/runs", model="no-such-model").json()["runs"] == []
+    day = listed[0]["created_at"][:10]
+    assert len(_get(world, "/api/runs", since=day, until=day).json()["runs"]) == len(listed)
+    assert _get(world, "/api/runs", until="2000-01-01").json()["runs"] == []
+    assert _get(world, "/api/runs", since="2999-01-01T00:00").json()["runs"] == []
+    for bad in ("yesterday", "2026-13", "1/2/2026"):
+        answer = _get(world, "/api/runs", since=bad)
+        assert answer.status_code == 400 and "since" in answer.json()["message"]
+
+
+def test_unknown_run_page_is_html_404_linking_back(world: dict[str, Any]) -> None:
+    answer = _get(world, "/runs/<script>nope")
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("text/html")
+    assert '<a href="/" id="back-to-runs">' in answer.text
+    assert "<script>nope" not in answer.text and "&lt;script&gt;nope" in answer.text
+    named = _get(world, "/runs/nope-nope")
+    assert named.status_code == 404 and "nope-nope" in named.text
+    assert _get(world, f"/runs/{world['ids']['demo']}").status_code == 200
+
+
 def test_unknown_run_is_404_json_with_link(world: dict[str, Any]) -> None:
     for path in ["/api/runs/nope", "/api/runs/nope/events", "/api/runs/nope/artifacts/x"]:
         answer = _get(world, path)
@@ -319,6 +372,8 @@ def test_security_headers_everywhere(world: dict[str, Any]) -> None:
     for path in paths:
         answer = _get(world, path)
         for name, value in SECURITY_HEADERS.items():
+            if name == "Content-Security-Policy" and "/artifacts/" in path:
+                value = ARTIFACT_CSP  # stricter: no script at all, sandboxed
             assert answer.headers[name] == value, (path, name)
     page = _get(world, f"/runs/{ids['demo']}")
     assert page.headers["content-type"].startswith("text/html")

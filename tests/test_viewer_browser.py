@@ -4,6 +4,7 @@ server on 127.0.0.1. Skipped when playwright or /usr/bin/chromium is missing."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from tests.servers._local import LocalServer
 
 from browser import CHROMIUM, launch_chromium
 from rar.demo import run_demo
+from rar.evidence import demo_corpus_path
 from rar.redaction import Redactor
 from rar.runtime.start import record
+from rar.science.runtime import ask_question
 from rar.store.store import Store
 from rar.viewer import create_app
 
@@ -42,8 +45,6 @@ class ViewerServer(LocalServer[Any, Any]):
 
 
 def _record_runs(store: Store) -> dict[str, str]:
-    from rar.science.runtime import ask_question
-
     ids = {"demo": run_demo(store).id}
     ids["science"] = ask_question("How is activation energy determined?", store=store).run_id
     run = record(
@@ -64,6 +65,17 @@ def _record_runs(store: Store) -> dict[str, str]:
         )
         run.finish(result={"answer": f"answer {IMG} {SCRIPT}"})
     ids["xss"] = run.id
+    # a run over a corpus that is edited afterwards: its cited passages no longer match
+    corpus = store.root.parent / "edited-corpus"
+    shutil.copytree(demo_corpus_path(), corpus)
+    ids["edited"] = ask_question(
+        "What activation energy do the Kissinger DSC data in the corpus give?",
+        corpus=corpus,
+        store=store,
+    ).run_id
+    for doc in corpus.rglob("*.md"):
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        doc.write_text("\n".join(f"{line} (revised)" if line.strip() else line for line in lines))
     return ids
 
 
@@ -103,7 +115,7 @@ def test_run_list_shows_recorded_runs(world: dict[str, Any], page: Any) -> None:
     ids = world["ids"]
     page.goto(world["base"] + "/")
     rows = page.locator("#runs tbody tr.run-row")
-    sync_api.expect(rows).to_have_count(3)
+    sync_api.expect(rows).to_have_count(len(ids))
     for run_id in ids.values():
         sync_api.expect(page.locator(f'tr[data-id="{run_id}"]')).to_be_visible()
     science = page.locator(f'tr[data-id="{ids["science"]}"]')
@@ -117,15 +129,43 @@ def test_run_list_shows_recorded_runs(world: dict[str, Any], page: Any) -> None:
     page.fill("#filter", "xss goal")
     sync_api.expect(rows).to_have_count(1)
     page.fill("#filter", "")
-    sync_api.expect(rows).to_have_count(3)
+    sync_api.expect(rows).to_have_count(len(ids))
     page.click('th[data-key="goal"]')
     goals = [g.lower() for g in page.locator("#runs tbody td.goal").all_inner_texts()]
     assert goals == sorted(goals)
     page.click('th[data-key="goal"]')
     goals = [g.lower() for g in page.locator("#runs tbody td.goal").all_inner_texts()]
     assert goals == sorted(goals, reverse=True)
+    listed = page.request.get(world["base"] + "/api/runs").json()["runs"]
     page.select_option("#status-filter", "completed")
-    sync_api.expect(rows).to_have_count(3)
+    sync_api.expect(rows).to_have_count(sum(r["status"] == "completed" for r in listed))
+    page.select_option("#status-filter", "")
+    # mode and model filters: only the two science runs are owl_lite; one run ran model-x
+    page.select_option("#mode-filter", "owl_lite")
+    sync_api.expect(rows).to_have_count(2)
+    sync_api.expect(page.locator(f'tr[data-id="{ids["edited"]}"]')).to_be_visible()
+    page.select_option("#mode-filter", "")
+    page.select_option("#model-filter", "model-x")
+    sync_api.expect(rows).to_have_count(1)
+    sync_api.expect(page.locator(f'tr[data-id="{ids["xss"]}"]')).to_be_visible()
+    page.select_option("#model-filter", "")
+    # dates: every run was created today (UTC); nothing before 2000
+    today = listed[0]["created_at"][:10]
+    page.fill("#since-filter", today)
+    sync_api.expect(rows).to_have_count(len(ids))
+    page.fill("#until-filter", "2000-01-01")
+    sync_api.expect(rows).to_have_count(0)
+    page.fill("#until-filter", "")
+    page.fill("#since-filter", "")
+    # pick two runs to compare: the button leads to the diff page of those two
+    compare = page.locator("#compare")
+    sync_api.expect(compare).to_be_disabled()
+    page.locator(f'tr[data-id="{ids["demo"]}"] input.pick-run').check()
+    page.locator(f'tr[data-id="{ids["xss"]}"] input.pick-run').check()
+    sync_api.expect(compare).to_be_enabled()
+    compare.click()
+    page.wait_for_url("**/diff?**")
+    assert f"a={ids['demo']}" in page.url and f"b={ids['xss']}" in page.url
     assert not page.errors  # type: ignore[attr-defined]
 
 
@@ -159,7 +199,8 @@ def test_claim_leads_to_its_passage(world: dict[str, Any], page: Any) -> None:
     sync_api.expect(claims.first).to_be_visible()
     assert claims.count() >= 1
     anchor = claims.first.locator(".anchor").first
-    sync_api.expect(anchor.locator(".badge")).to_have_text("in evidence")
+    sync_api.expect(anchor.locator(".badge").first).to_have_text("in evidence")
+    sync_api.expect(anchor.locator(".hash-badge")).to_have_text("passage matches its hash")
     snippet = anchor.locator(".snippet")
     sync_api.expect(snippet).to_be_hidden()
     anchor.locator("a.anchor-link").click()
@@ -175,6 +216,29 @@ def test_claim_leads_to_its_passage(world: dict[str, Any], page: Any) -> None:
     sync_api.expect(page.locator("#player-pos")).to_contain_text("step 1 of")
     page.screenshot(path=str(ARTIFACTS / "viewer-science-run.png"), full_page=True)
     assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_edited_passage_shows_it_no_longer_matches(world: dict[str, Any], page: Any) -> None:
+    page.goto(f"{world['base']}/runs/{world['ids']['edited']}")
+    badges = page.locator("#evidence .claim .hash-badge")
+    sync_api.expect(badges.first).to_be_visible()
+    statuses = {badges.nth(i).get_attribute("data-status") for i in range(badges.count())}
+    assert statuses and "matches" not in statuses, statuses
+    sync_api.expect(badges.first).to_have_text("passage changed")
+    anchor = page.locator("#evidence .claim .anchor").first
+    anchor.locator("a.anchor-link").click()
+    sync_api.expect(anchor.locator(".snippet .problems")).to_contain_text("changed")
+    page.screenshot(path=str(ARTIFACTS / "viewer-edited-corpus.png"), full_page=True)
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_unknown_run_page_is_a_404_linking_back(world: dict[str, Any], page: Any) -> None:
+    answer = page.goto(f"{world['base']}/runs/no-such-run")
+    assert answer is not None and answer.status == 404
+    sync_api.expect(page.locator("h1")).to_contain_text("No run matches")
+    page.click("#back-to-runs")
+    sync_api.expect(page.locator("#runs tbody tr.run-row").first).to_be_visible()
+    assert page.url.rstrip("/") == world["base"].rstrip("/")
 
 
 def test_record_text_never_runs_as_html(world: dict[str, Any], page: Any) -> None:

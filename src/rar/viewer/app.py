@@ -3,7 +3,9 @@
 Routes (all ``GET``; every answer carries the security headers of :data:`SECURITY_HEADERS`):
 
 * ``/api/runs`` — runs, newest first; ``?status=`` (display status), ``?q=`` (substring of the id
-  or goal, case-insensitive), ``?sort=created_at|-created_at|status|goal`` (``-`` reverses).
+  or goal, case-insensitive), ``?mode=``, ``?model=``, ``?since=`` / ``?until=`` (ISO dates or
+  times, inclusive, compared with ``created_at`` in UTC),
+  ``?sort=created_at|-created_at|status|goal`` (``-`` reverses).
 * ``/api/runs/{id}`` — manifest, summary (event count and types, stats) and verification; a
   damaged run still answers 200, with ``verify.ok`` false and its problems.
 * ``/api/runs/{id}/events?offset=&limit=`` — events as stored (payload references left as
@@ -13,8 +15,9 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
 * ``/api/runs/{id}/artifacts/{path}`` — a file under the run's ``artifacts/`` (regular files only;
   no ``..``, absolute paths or symbolic links anywhere on the way).
 * ``/api/diff?a=&b=`` — :func:`rar.replay.diff.diff_runs` as a dict.
-* ``/`` and ``/runs/{id}`` — the static page shell ``static/index.html`` (no data is ever put
-  into HTML by the server); ``/static/{name}`` — the viewer's own files (flat, no sub-folders).
+* ``/``, ``/runs/{id}`` and ``/diff?a=&b=`` — the static page shell ``static/index.html`` (no
+  data is ever put into HTML by the server; an unknown run gets a 404 page linking back to the
+  list); ``/static/{name}`` — the viewer's own files (flat, no sub-folders).
 
 Errors are JSON ``{"error": ..., "message": ..., "home": "/"}``. Only the derived index
 (``index.sqlite``) may be written, when it is brought up to date; run files never are.
@@ -66,6 +69,7 @@ DEFAULT_EVENTS_PAGE = 200
 ARTIFACTS_DIR = "artifacts"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?Z?)?")
 _SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -87,11 +91,34 @@ _SHELL = """<!doctype html>
 <head><meta charset="utf-8"><title>RAR viewer</title></head>
 <body>
 <h1>RAR viewer</h1>
-<p>The viewer pages are coming. Meanwhile the JSON API answers:</p>
+<p>The viewer's page files are missing from this installation (reinstall rar). The JSON API
+still answers:</p>
 <ul>
 <li><a href="/api/runs">/api/runs</a> (runs, newest first)</li>
 <li>/api/runs/RUN, /api/runs/RUN/events, /api/diff?a=RUN&amp;b=RUN</li>
 </ul>
+</body>
+</html>
+"""
+
+
+def _not_found_page(ref: str) -> str:
+    """The page for an unknown run: says so and links back to the run list."""
+    import html
+
+    return f"""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>No such run · RAR viewer</title>
+<link rel="stylesheet" href="/static/app.css">
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml"></head>
+<body>
+<header class="top"><a href="/" class="brand">RAR viewer</a></header>
+<main id="app" data-error="run-not-found">
+<h1>No run matches {html.escape(ref[:200])!s}</h1>
+<p>This store has no run with that id or id prefix. It may live in another store
+(<code>rar view --store DIR</code>).</p>
+<p><a href="/" id="back-to-runs">← all runs</a></p>
+</main>
 </body>
 </html>
 """
@@ -145,12 +172,20 @@ class SecurityHeaders:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                own = message.get("headers", [])
+                # an answer may carry a stricter Content-Security-Policy of its own (artifacts)
+                keep_csp = any(k.lower() == b"content-security-policy" for k, _ in own)
                 headers = [
                     (k, v)
-                    for k, v in message.get("headers", [])
+                    for k, v in own
                     if k.decode("latin-1").lower() not in _LOWER_SECURITY
+                    or (keep_csp and k.lower() == b"content-security-policy")
                 ]
-                headers += [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                headers += [
+                    (k.lower().encode(), v.encode())
+                    for k, v in SECURITY_HEADERS.items()
+                    if not (keep_csp and k == "Content-Security-Policy")
+                ]
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -345,9 +380,17 @@ class Viewer:
             "events": row.events,
             "parent": row.parent,
             "mode": _scalar(config.get("mode")),
-            "model": _scalar(config.get("model")),
+            "model": _scalar(config.get("model")) or _first_model(manifest),
             "url": f"/api/runs/{row.run_id}",
         }
+
+
+def _first_model(manifest: dict[str, Any]) -> str | None:
+    models = manifest.get("models")
+    if isinstance(models, list) and models and isinstance(models[0], dict):
+        name = models[0].get("model")
+        return str(name) if name is not None else None
+    return None
 
 
 def _scalar(value: Any) -> Any:
@@ -405,6 +448,7 @@ def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[st
     if problems:
         verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
     row = store.row_from_files(run_id)
+    anchors = _anchor_check(store, run_id, log.events)
     detail = {
         "id": run_id,
         "status": store.display_status(row) if row is not None else None,
@@ -418,9 +462,20 @@ def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[st
             "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
         },
         "verify": verify,
+        "anchors": anchors,
         "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
     }
     return detail, log
+
+
+def _anchor_check(store: Store, run_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether each cited passage still matches its content hash in the corpus, now."""
+    from rar.evidence.runs import check_anchors
+
+    try:
+        return check_anchors(store, run_id, events).as_dict()
+    except RarError as exc:
+        return {"checked": False, "corpus": None, "error": exc.message, "anchors": {}}
 
 
 def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = None) -> Starlette:
@@ -437,6 +492,20 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             return HTMLResponse(index.read_text(encoding="utf-8"))
         except OSError:
             return HTMLResponse(_SHELL)
+
+    def run_shell(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+
+        def action(store: Store) -> Response:
+            viewer.resolve(store, ref)
+            return shell(request)
+
+        answer = viewer.with_store(action)
+        if answer.status_code == 404:
+            return HTMLResponse(_not_found_page(ref), status_code=404)
+        if answer.status_code == 400:  # an ambiguous prefix: the page lists the candidates
+            return shell(request)
+        return answer
 
     def static(request: Request) -> Response:
         name = request.path_params["name"]
@@ -455,6 +524,15 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
     def runs(request: Request) -> Response:
         status = request.query_params.get("status") or None
         query = (request.query_params.get("q") or "").strip().lower()
+        mode = request.query_params.get("mode") or None
+        model = request.query_params.get("model") or None
+        since = request.query_params.get("since") or ""
+        until = request.query_params.get("until") or ""
+        for name, value in (("since", since), ("until", until)):
+            if value and not _DATE.fullmatch(value):
+                return _error(
+                    400, "bad-parameter", f"{name} is a date or time like 2026-11-30[T08:30]"
+                )
         sort = request.query_params.get("sort") or "-created_at"
         if sort not in _SORTS:
             return _error(400, "bad-parameter", f"sort must be one of {', '.join(sorted(_SORTS))}")
@@ -465,6 +543,15 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             for row in rows:
                 item = viewer.run_row(store, row)
                 if status is not None and item["status"] != status:
+                    continue
+                if mode is not None and item["mode"] != mode:
+                    continue
+                if model is not None and item["model"] != model:
+                    continue
+                created = str(item["created_at"] or "")
+                if since and created < since:
+                    continue
+                if until and created[: len(until)] > until:
                     continue
                 if (
                     query
@@ -565,7 +652,8 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
         def action(store: Store) -> Response:
             run_id = viewer.resolve(store, ref)
-            return _artifact_response(store.run_dir(run_id), rel)
+            recorded = _recorded_artifacts(read_log(store.run_dir(run_id) / EVENTS_NAME).events)
+            return _artifact_response(store.run_dir(run_id), rel, recorded.get(rel))
 
         return viewer.with_store(action)
 
@@ -589,7 +677,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
     routes = [
         Route("/", shell, methods=["GET"]),
-        Route("/runs/{run_id}", shell, methods=["GET"]),
+        Route("/runs/{run_id}", run_shell, methods=["GET"]),
         Route("/diff", shell, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
         Route("/api/runs", runs, methods=["GET"]),
@@ -616,8 +704,35 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 # --- artifacts -----------------------------------------------------------------------------------
 
 
-def _artifact_response(run_dir: Path, rel: str) -> Response:
-    """A regular file under ``run_dir/artifacts``, every component checked with ``lstat``."""
+INLINE_MEDIA_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml", "text/plain"}
+)
+"""Artifact types the viewer shows inline (pictures as ``<img>``); anything else downloads."""
+ARTIFACT_CSP = (
+    "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox; "
+    "frame-ancestors 'none'"
+)
+"""The policy of an artifact answer: even an SVG opened on its own runs no script."""
+
+
+def _recorded_artifacts(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """name → the last ``artifact`` event recording it."""
+    found: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event.get("type") == "artifact" and isinstance(event.get("name"), str):
+            found[event["name"]] = event
+    return found
+
+
+def _artifact_response(
+    run_dir: Path, rel: str, recorded: dict[str, Any] | None = None
+) -> Response:
+    """A regular file under ``run_dir/artifacts``, every component checked with ``lstat``.
+
+    A file the run recorded (``recorded``: its ``artifact`` event) is re-hashed and refused
+    (409) when it no longer matches the recorded digest; pictures of a type in
+    :data:`INLINE_MEDIA_TYPES` are answered inline, anything else (or anything unrecorded) as an
+    ``application/octet-stream`` download."""
     if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/"):
         raise ApiError(400, "bad-path", "an artifact path is relative, with / separators")
     parts = rel.split("/")
@@ -648,10 +763,28 @@ def _artifact_response(run_dir: Path, rel: str) -> Response:
             raise ApiError(404, "artifact-not-found", f"no regular file {rel!r} in artifacts")
         data = handle.read()
     name = parts[-1].replace('"', "")
+    media_type = "application/octet-stream"
+    disposition = "attachment"
+    if recorded is not None:
+        from rar.hashing import digest_bytes
+
+        if digest_bytes(data) != recorded.get("digest"):
+            raise ApiError(
+                409,
+                "artifact-changed",
+                f"artifact {rel!r} no longer matches the digest recorded at event "
+                f"#{recorded.get('seq')}; `rar verify` reports the run",
+            )
+        if recorded.get("media_type") in INLINE_MEDIA_TYPES:
+            media_type = str(recorded["media_type"])
+            disposition = "inline"
     return Response(
         data,
-        media_type="application/octet-stream",
-        headers={"Content-Disposition": f'attachment; filename="{_ascii(name)}"'},
+        media_type=media_type,
+        headers={
+            "Content-Disposition": f'{disposition}; filename="{_ascii(name)}"',
+            "Content-Security-Policy": ARTIFACT_CSP,
+        },
     )
 
 

@@ -48,12 +48,71 @@ function json(value) {
 }
 
 // Offline data: an exported page (`rar export RUN --format html`) embeds the run, its events and
-// the plain value of every payload in <script type="application/json" id="rar-data">; then
-// nothing is fetched and api() answers from it.
-const OFFLINE = (() => {
-  const el = document.getElementById("rar-data");
-  return el ? JSON.parse(el.textContent) : null;
-})();
+// every blob their payload references need (see rar.export.html), as JSON in the script element
+// #rar-data, or gzip + base64 in the element #rar-data-gz for a big run. Then nothing is
+// fetched and api() answers from it. OFFLINE is set once OFFLINE_READY has settled.
+let OFFLINE = null;
+
+async function loadOffline() {
+  const plain = document.getElementById("rar-data");
+  if (plain) return JSON.parse(plain.textContent);
+  const packed = document.getElementById("rar-data-gz");
+  if (!packed) return null;
+  if (typeof DecompressionStream !== "function") {
+    throw new Error("this browser cannot read a compressed export (no DecompressionStream); open it in a current Chromium, Firefox or Safari");
+  }
+  const bytes = Uint8Array.from(atob(packed.textContent.replace(/\s+/g, "")), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+const OFFLINE_READY = loadOffline().then((data) => { OFFLINE = data; return data; });
+
+// The plain value of a linked form: message chains ({"$chain": head, "length": n}) unlinked
+// from the embedded blobs; a blob cut at export time ({"$cut": text}) becomes its text.
+function offlineBlob(digest) {
+  const blobs = OFFLINE.blobs || {};
+  if (!Object.prototype.hasOwnProperty.call(blobs, digest)) {
+    const why = (OFFLINE.payload_errors || {})[digest];
+    throw new Error(why ? `blob ${digest}: ${why}` : `blob ${digest} is not in this export`);
+  }
+  return blobs[digest];
+}
+
+function offlineUnlink(value) {
+  if (Array.isArray(value)) return value.map(offlineUnlink);
+  if (!value || typeof value !== "object") return value;
+  const keys = Object.keys(value);
+  if (keys.length === 1 && keys[0] === "$cut") return value.$cut;
+  if ("$chain" in value && keys.length === 2 && "length" in value) {
+    const items = [];
+    let node = value.$chain;
+    while (node) {
+      const body = offlineBlob(node);
+      if (body && typeof body === "object" && "$cut" in body) throw new Error(`chain node ${node} is cut`);
+      items.push(offlineUnlink(offlineBlob(body.item)));
+      node = body.prev || null;
+      if (items.length > value.length) throw new Error(`message chain ${value.$chain} is longer than recorded`);
+    }
+    items.reverse();
+    return items;
+  }
+  const out = {};
+  for (const k of keys) out[k] = offlineUnlink(value[k]);
+  return out;
+}
+
+let offlineBySeq = null;
+
+function offlinePayload(seq, field) {
+  if (!offlineBySeq) offlineBySeq = new Map(OFFLINE.events.events.map((e) => [String(e.seq), e]));
+  const ev = offlineBySeq.get(String(seq));
+  if (!ev) throw new Error(`event ${seq} is not in this export`);
+  const ref = ev[field];
+  if (!isPayloadRef(ref)) throw new Error(`event ${seq} has no payload ${field}`);
+  if ("value" in ref) return offlineUnlink(ref.value);
+  return offlineUnlink(offlineBlob(ref.digest));
+}
 
 function offlineApi(path) {
   const [pathname, query] = path.split("?");
@@ -69,16 +128,13 @@ function offlineApi(path) {
     return { ...all, offset, limit, events, next_offset: end < all.events.length ? end : null };
   }
   if (url.pathname === "/api/payload") {
-    const key = `${url.searchParams.get("seq")}:${url.searchParams.get("field")}`;
-    const payloads = OFFLINE.payloads || {};
-    if (Object.prototype.hasOwnProperty.call(payloads, key)) return { value: payloads[key] };
-    const why = (OFFLINE.payload_errors || {})[key];
-    throw new Error(why ? `payload ${key}: ${why}` : `payload ${key} is not in this export`);
+    return { value: offlinePayload(url.searchParams.get("seq"), url.searchParams.get("field")) };
   }
   throw new Error(`${path} is not in this export`);
 }
 
 async function api(path) {
+  await OFFLINE_READY;
   if (OFFLINE) return offlineApi(path);
   const answer = await fetch(path, { headers: { Accept: "application/json" } });
   let body = null;

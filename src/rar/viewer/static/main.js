@@ -3,8 +3,15 @@
 
 // --- routing ---------------------------------------------------------------------------------
 
-function main() {
+async function main() {
   const root = document.getElementById("app");
+  try {
+    await OFFLINE_READY;
+  } catch (err) {
+    showError(clear(root), err);
+    document.body.dataset.ready = "1";
+    return;
+  }
   const match = OFFLINE ? [null, encodeURIComponent(OFFLINE.run.id)]
     : location.pathname.match(/^\/runs\/([^/]+)\/?$/);
   let page;

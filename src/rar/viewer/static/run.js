@@ -42,7 +42,9 @@ async function runPage(root, runId) {
     ["Model", config.model ?? ((manifest.models || [])[0] || {}).model ?? ""],
     ["Seed", config.seed ?? ""],
     ["Events", String(detail.summary.events)],
-    ["Parent", detail.summary.parent ? runLink(detail.summary.parent) : "—"],
+    ["Parent", detail.summary.parent && !OFFLINE ? [runLink(detail.summary.parent), " · ",
+      h("a", { id: "compare-parent", href: `/diff?${new URLSearchParams({ a: detail.summary.parent, b: id })}` }, "compare with parent")]
+      : detail.summary.parent || "—"],
   ];
   for (const [k, v] of flatStats(stats)) rows.push([k, json(v)]);
   for (const [k, v] of rows) append(summary, [h("dt", {}, k), h("dd", {}, v)]);
@@ -251,11 +253,15 @@ async function loadChain(id, detail, answerBox, evidenceBox, playerBox) {
       const anchor = (found && found.anchor) || fromResult.get(key);
       const el = h("div", { class: "anchor", dataset: { anchor: key } },
         found ? badge("in evidence", "present") : badge("not in evidence", "missing"), " ",
+        hashBadge(detail.anchors, key), " ",
         h("a", { href: "#", class: "anchor-link" }, key),
         anchor && anchor.doc_title ? h("span", { class: "muted" }, ` — ${anchor.doc_title}`) : null,
         found ? h("span", { class: "muted" }, ` (event #${found.seq})`) : null);
+      const entry = detail.anchors && detail.anchors.anchors ? detail.anchors.anchors[key] : null;
       const snippet = h("div", { class: "snippet", hidden: true },
-        anchor ? String(anchor.snippet ?? "(no snippet recorded)") : "(this anchor is not in the record)");
+        anchor ? String(anchor.snippet ?? "(no snippet recorded)") : "(this anchor is not in the record)",
+        anchor && anchor.content_hash ? h("div", { class: "muted hash" }, `content hash ${anchor.content_hash}`) : null,
+        entry && entry.message ? h("div", { class: "problems" }, String(entry.message)) : null);
       el.querySelector("a").addEventListener("click", (e) => { e.preventDefault(); snippet.hidden = !snippet.hidden; });
       el.appendChild(snippet);
       box.appendChild(el);
@@ -265,6 +271,25 @@ async function loadChain(id, detail, answerBox, evidenceBox, playerBox) {
 
   buildPlayer(id, events, result, playerBox);
   return { id, detail, events, result, payload: (ev, field) => payloadValue(id, ev, field) };
+}
+
+// Does the cited passage still match its content hash in the corpus (checked when the page
+// was served, or when the page was exported)?
+function hashBadge(check, key) {
+  const entry = check && check.anchors ? check.anchors[key] : null;
+  if (!entry) return badge("hash not checked", "unchecked");
+  let el;
+  if (entry.status === "matches") el = badge("passage matches its hash", "ok");
+  else if (entry.status === "unchecked") el = badge("hash not checked", "unchecked");
+  else {
+    const words = { passage_changed: "passage changed", passage_missing: "passage gone",
+      document_missing: "document gone", snippet_mismatch: "snippet differs" };
+    el = badge(words[entry.status] || String(entry.status).replace(/_/g, " "), "bad");
+  }
+  el.classList.add("hash-badge");
+  el.dataset.status = entry.status;
+  if (entry.message) el.title = String(entry.message);
+  return el;
 }
 
 async function renderPanels(ctx, container) {

@@ -14,13 +14,25 @@ const COLUMNS = [
   ["id", "Run"],
 ];
 
+function selectOf(id, label, values) {
+  const el = h("select", { id, "aria-label": label }, h("option", { value: "" }, `all ${label}s`));
+  for (const v of values) el.appendChild(h("option", { value: v }, v));
+  return el;
+}
+
+function distinct(runs, key) {
+  return [...new Set(runs.map((r) => r[key]).filter((v) => v !== null && v !== undefined && v !== ""))]
+    .map(String).sort();
+}
+
 async function runsPage(root) {
   document.title = "Runs · RAR viewer";
   const filter = h("input", { id: "filter", type: "search", placeholder: "filter by goal or id…", "aria-label": "filter" });
-  const status = h("select", { id: "status-filter", "aria-label": "status" }, h("option", { value: "" }, "all statuses"));
   const table = h("table", { id: "runs" });
   const count = h("span", { class: "muted", id: "runs-count" });
-  append(clear(root), [h("h1", {}, "Runs"), h("div", { class: "controls" }, filter, status, count), table]);
+  const controls = h("div", { class: "controls" });
+  const compare = h("button", { type: "button", id: "compare", disabled: true, title: "tick two runs to compare them" }, "Compare 2 selected");
+  append(clear(root), [h("h1", {}, "Runs"), controls, table]);
 
   let runs;
   try {
@@ -29,19 +41,44 @@ async function runsPage(root) {
     showError(root, err);
     return;
   }
-  for (const s of [...new Set(runs.map((r) => r.status))].sort()) status.appendChild(h("option", { value: s }, s));
+  const status = selectOf("status-filter", "status", distinct(runs, "status"));
+  const mode = selectOf("mode-filter", "mode", distinct(runs, "mode"));
+  const model = selectOf("model-filter", "model", distinct(runs, "model"));
+  const since = h("input", { id: "since-filter", type: "date", "aria-label": "created on or after", title: "created on or after" });
+  const until = h("input", { id: "until-filter", type: "date", "aria-label": "created on or before", title: "created on or before" });
+  append(controls, [filter, status, mode, model, h("label", { class: "muted" }, "from ", since),
+    h("label", { class: "muted" }, "to ", until), compare, count]);
+  if (!runs.length) {
+    append(root, [h("p", { class: "muted", id: "no-runs" },
+      "This store has no runs yet. Record one with `rar demo` or `rar run \"your question\"`.")]);
+  }
   let sortKey = "created_at";
   let sortDir = -1;
+  const picked = [];
 
-  const thead = h("thead", {}, h("tr", {}, COLUMNS.map(([key, label]) => h("th", { dataset: { key } }, label))));
+  const thead = h("thead", {}, h("tr", {}, h("th", { class: "pick", title: "pick two to compare" }, "⇄"),
+    COLUMNS.map(([key, label]) => h("th", { dataset: { key } }, label))));
   const tbody = h("tbody");
   append(table, [thead, tbody]);
 
+  function updateCompare() {
+    compare.disabled = picked.length !== 2;
+    compare.textContent = picked.length === 2 ? "Compare the 2 selected" : `Compare (pick ${2 - picked.length} more)`;
+  }
+  compare.addEventListener("click", () => {
+    if (picked.length !== 2) return;
+    location.href = `/diff?${new URLSearchParams({ a: picked[0], b: picked[1] })}`;
+  });
+
   function render() {
     const q = filter.value.trim().toLowerCase();
-    const st = status.value;
+    const want = { status: status.value, mode: mode.value, model: model.value };
+    const from = since.value;
+    const to = until.value;
     const shown = runs
-      .filter((r) => !st || r.status === st)
+      .filter((r) => Object.entries(want).every(([k, v]) => !v || String(r[k] ?? "") === v))
+      .filter((r) => !from || String(r.created_at || "") >= from)
+      .filter((r) => !to || String(r.created_at || "").slice(0, to.length) <= to)
       .filter((r) => !q || r.id.toLowerCase().includes(q) || String(r.goal || "").toLowerCase().includes(q))
       .sort((a, b) => {
         const x = a[sortKey] ?? "";
@@ -49,13 +86,26 @@ async function runsPage(root) {
         const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
         return c * sortDir || String(a.id).localeCompare(String(b.id)) * sortDir;
       });
-    for (const th of thead.querySelectorAll("th")) {
+    for (const th of thead.querySelectorAll("th[data-key]")) {
       th.classList.toggle("sorted-asc", th.dataset.key === sortKey && sortDir > 0);
       th.classList.toggle("sorted-desc", th.dataset.key === sortKey && sortDir < 0);
     }
     clear(tbody);
     for (const r of shown) {
+      const box = h("input", { type: "checkbox", class: "pick-run", "aria-label": `pick ${r.id}` });
+      box.checked = picked.includes(r.id);
+      box.addEventListener("change", () => {
+        const at = picked.indexOf(r.id);
+        if (box.checked && at < 0) picked.push(r.id);
+        if (!box.checked && at >= 0) picked.splice(at, 1);
+        while (picked.length > 2) picked.shift();
+        for (const other of tbody.querySelectorAll("input.pick-run")) {
+          other.checked = picked.includes(other.closest("tr").dataset.id);
+        }
+        updateCompare();
+      });
       tbody.appendChild(h("tr", { class: "run-row", dataset: { id: r.id } },
+        h("td", { class: "pick" }, box),
         h("td", {}, badge(r.status || "unknown")),
         h("td", { class: "goal" }, h("a", { href: `/runs/${encodeURIComponent(r.id)}` }, r.goal || "(no goal)")),
         h("td", {}, r.created_at || ""),
@@ -68,14 +118,14 @@ async function runsPage(root) {
     count.textContent = `${shown.length} of ${runs.length} runs`;
   }
   thead.addEventListener("click", (ev) => {
-    const th = ev.target.closest("th");
+    const th = ev.target.closest("th[data-key]");
     if (!th) return;
     if (th.dataset.key === sortKey) sortDir = -sortDir;
     else { sortKey = th.dataset.key; sortDir = 1; }
     render();
   });
   filter.addEventListener("input", render);
-  status.addEventListener("change", render);
+  for (const el of [status, mode, model, since, until]) el.addEventListener("change", render);
+  updateCompare();
   render();
 }
-

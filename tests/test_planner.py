@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -98,3 +99,23 @@ def test_tables_are_parsed_and_fitted() -> None:
     exec(code, namespace)  # the sandbox runs it in the runtime; here we check the maths
     assert abs(namespace["Ea_kJ_per_mol"] - 55.3) < 0.1
     assert "Arrhenius" in purpose
+
+
+def test_claim_text_leaves_headings_out_and_summarises_tables() -> None:
+    from rar.science.planner import _first_sentence
+
+    passage = "# Worked example\n\nThis example applies the method. It has two sentences."
+    assert _first_sentence(passage) == "This example applies the method."
+    table = "Data: peak temperatures\n\n| rate | Tp |\n|---|---|\n| 2 | 412.4 |\n| 5 | 422.5 |"
+    assert _first_sentence(table) == "Data: peak temperatures (a table of 2 rows)."
+    assert _first_sentence("# Only a heading here") == "Only a heading here"
+
+
+def test_a_claim_cites_each_passage_once(tmp_path: Path) -> None:
+    from rar.science.runtime import ask_question
+
+    question = "What activation energy do the Kissinger DSC data in the corpus give?"
+    result = ask_question(question, store=tmp_path / "runs")
+    for claim in result.claims:
+        assert len(claim["anchors"]) == len(set(claim["anchors"])), claim
+    assert "[1][1]" not in result.answer

@@ -157,9 +157,8 @@ class RuleBasedPlanner:
                     for r in result.get("tables", [])
                 )
             ]
-            claims.append(
-                {"text": f"Ea = {value:.1f} kJ/mol", "anchors": (table_refs[:1] + refs)[:3]}
-            )
+            cited = list(dict.fromkeys(table_refs[:1] + refs))[:3]  # each passage once
+            claims.append({"text": f"Ea = {value:.1f} kJ/mol", "anchors": cited})
         for anchor in anchors:
             sentence = _first_sentence(str(anchor.get("snippet", "")))
             if sentence:
@@ -210,10 +209,27 @@ class RuleBasedPlanner:
         )
 
 
+_TABLE_RULE = re.compile(r"\|?[\s:|-]+\|?")
+
+
 def _first_sentence(text: str) -> str:
-    text = " ".join(text.replace("#", " ").split())
-    match = re.search(r"(.{20,}?[.!?])(\s|$)", text)
-    return (match.group(1) if match else text[:200]).strip()
+    """The first sentence of a passage's prose: headings left out, a table summarised."""
+    prose: list[str] = []
+    heading = ""
+    rows = 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|"):
+            rows += 0 if _TABLE_RULE.fullmatch(stripped) else 1
+        elif stripped.startswith("#"):
+            heading = heading or stripped.lstrip("#").strip()
+        elif stripped:
+            prose.append(stripped)
+    body = " ".join(" ".join(prose).split()) or heading
+    if rows > 1 and body:  # a caption over a table: say what the table holds
+        return f"{body.rstrip(' :.')} (a table of {rows - 1} rows)."
+    match = re.search(r"(.{20,}?[.!?])(\s|$)", body)
+    return (match.group(1) if match else body[:200]).strip()
 
 
 def planner_message(question: str, mode: str) -> list[Message]:

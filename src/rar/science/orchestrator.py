@@ -38,6 +38,7 @@ from rar.llm.client import Client
 from rar.llm.types import Message
 from rar.runtime.run import Run, RunWaiting
 from rar.science import protocol as p
+from rar.science.figures import record_fit_figure
 from rar.science.planner import planner_message
 
 ResearchFn = Callable[[str, int], dict[str, Any]]
@@ -218,6 +219,7 @@ class Orchestrator:
     def _do_execute(self, code: str) -> dict[str, Any]:
         result = self._execute(code)
         self.executions.append(result)
+        record_fit_figure(self.run, result, len(self.executions))  # a plot of a fit, if any
         self.bdi["executor"].believe(
             f"cell:{len(self.executions)}",
             {"status": result.get("status"), "variables": result.get("variables", {})},

@@ -199,6 +199,7 @@ def test_evidence_anchors_added_removed_and_changed(store: Store) -> None:
     assert diff.evidence.changed == (
         {
             "doc_id": "paper-1",
+            "doc_title": None,  # these anchors were recorded without a title
             "location": "p3",
             "a": "sha256:aa",
             "b": "sha256:cc",

@@ -206,6 +206,27 @@ def test_a_challenge_is_answered_with_justify_and_a_dropped_claim_retracted(
     assert "RETRACT" in performatives
     result = store.resolve_payload(store.events(run.id)[-1]["result"])
     assert "the audit did not pass" in result["warnings"]
+    # the RETRACT says why the claim was challenged (the auditor's reasons)
+    retract = next(
+        e for e in store.events(run.id)
+        if e["type"] == "message" and e["performative"] == "RETRACT"
+    )
+    reason = store.resolve_payload(retract["content"])["content"]["reason"]
+    assert isinstance(reason, str) and reason and reason != "challenged"
+
+
+@needs_sandbox
+def test_contract_net_reports_say_whether_the_work_succeeded(store_path: Path) -> None:
+    code, _out, err = rar(store_path, "run", "--spec", str(SPECS / "kissinger.yaml"), "--json")
+    assert code == 0, err
+    store = Store(store_path)
+    run_id = store.list_runs()[0].run_id
+    reports = {}
+    for event in store.events(run_id):
+        if event["type"] == "message" and event["performative"] == "REPORT":
+            content = store.resolve_payload(event["content"])["content"]
+            reports[event["sender"]] = content["success"]
+    assert reports == {"researcher": True, "executor": True, "auditor": True}, reports
 
 
 def planning_agent(run: Any, question: str) -> dict[str, Any]:

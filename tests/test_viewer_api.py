@@ -355,6 +355,8 @@ def test_diff(world: dict[str, Any]) -> None:
     body = answer.json()
     assert body["a"]["run_id"] == ids["demo"] and body["b"]["run_id"] == ids["big"]
     assert body["equivalent"] is False and body["steps"]
+    same = _get(world, "/api/diff", a=ids["demo"], b=ids["demo"][-8:])
+    assert same.status_code == 400 and same.json()["error"] == "same-run"
 
 
 def test_security_headers_everywhere(world: dict[str, Any]) -> None:

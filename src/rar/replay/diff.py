@@ -343,7 +343,7 @@ def _anchors(store: Store, steps: list[Step]) -> dict[tuple[str, str], dict[str,
 
 
 def _anchor(anchor: dict[str, Any]) -> dict[str, Any]:
-    keys = ("doc_id", "location", "content_hash", "relevance_score")
+    keys = ("doc_id", "doc_title", "location", "content_hash", "relevance_score")
     return {**{k: anchor.get(k) for k in keys}, "snippet": shorten(anchor.get("snippet"))}
 
 
@@ -351,6 +351,7 @@ def _evidence(a: dict[tuple[str, str], Any], b: dict[tuple[str, str], Any]) -> E
     changed = [
         {
             "doc_id": b[key].get("doc_id"),
+            "doc_title": b[key].get("doc_title"),
             "location": b[key].get("location"),
             "a": a[key].get("content_hash"),
             "b": b[key].get("content_hash"),

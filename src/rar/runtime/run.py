@@ -388,9 +388,15 @@ class Run:
         return seq
 
     def artifact(
-        self, name: str, data: bytes, *, media_type: str = "application/octet-stream"
+        self,
+        name: str,
+        data: bytes,
+        *,
+        media_type: str = "application/octet-stream",
+        agent: str | None = None,
     ) -> str:
-        """Save a file the run produced under ``artifacts/`` and record it; returns its digest."""
+        """Save a file the run produced under ``artifacts/`` and record it (in the current span,
+        by ``agent`` when given); returns its digest."""
         from rar.hashing import digest_bytes
 
         if not name or name.startswith(("/", ".")) or ".." in Path(name).parts or "\\" in name:
@@ -403,6 +409,8 @@ class Run:
         self._emit(
             {
                 "type": "artifact",
+                "span": self.span_path,
+                **({"agent": agent} if agent is not None else {}),
                 "name": name,
                 "digest": digest,
                 "size": len(data),

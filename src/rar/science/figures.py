@@ -302,5 +302,5 @@ def record_fit_figure(run: Run, result: Mapping[str, Any], index: int) -> str | 
     except (ArithmeticError, ValueError):
         return None
     name = f"figures/{figure.kind}-fit-{index}.svg"
-    run.artifact(name, svg, media_type=SVG_MEDIA_TYPE)
+    run.artifact(name, svg, media_type=SVG_MEDIA_TYPE, agent="executor")
     return name

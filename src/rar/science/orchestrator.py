@@ -194,7 +194,7 @@ class Orchestrator:
             self.net.start(task)
             with self.run.span(winner.contractor, agent=winner.contractor):
                 result = work()
-            self.net.report(task, success="error" not in result, result=_summary(result))
+            self.net.report(task, success=_succeeded(result), result=_summary(result))
         return result
 
     # --- the agents' work --------------------------------------------------------------------
@@ -298,7 +298,7 @@ class Orchestrator:
                         performative=Performative.RETRACT,
                         sender="planner",
                         receivers=("auditor",),
-                        content={"claim": claim, "reason": challenge.get("reason")},
+                        content={"claim": claim, "reason": _reason(challenge)},
                     )
                 )
         result: dict[str, Any] = {
@@ -322,17 +322,31 @@ class Orchestrator:
         """Claims, their support, the auditor's challenges as attacks; the grounded extension."""
         try:
             graph = ArgumentationFramework()
-            for index, claim in enumerate(final.get("claims", [])):
+            # claims numbered from 1, as the audit numbers them
+            for index, claim in enumerate(final.get("claims", []), start=1):
                 support = [self.anchors.get(ref, {"ref": ref}) for ref in claim.get("anchors", [])]
                 graph.add(f"claim-{index}", claim.get("text", ""), support)
-                for number, challenge in enumerate(self.challenges):
+                for number, challenge in enumerate(self.challenges, start=1):
                     if challenge.get("claim") == claim.get("text"):
                         attacker = f"challenge-{index}-{number}"
-                        graph.add(attacker, str(challenge.get("reason", "challenged")), [])
+                        graph.add(attacker, _reason(challenge), [])
                         graph.attack(attacker, f"claim-{index}")
             return graph.to_json()
         except Exception as exc:  # best-effort: never costs the answer
             return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _succeeded(result: dict[str, Any]) -> bool:
+    """Whether a contractor's work succeeded (a sandbox result always has an ``error`` key)."""
+    return result.get("error") is None and result.get("status") in (None, "ok")
+
+
+def _reason(challenge: dict[str, Any]) -> str:
+    """A challenge's reasons as one sentence."""
+    reasons = challenge.get("reasons")
+    if isinstance(reasons, list) and reasons:
+        return "; ".join(str(r) for r in reasons)
+    return str(challenge.get("reason") or "challenged")
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:

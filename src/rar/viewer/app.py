@@ -665,6 +665,12 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             from rar.replay.diff import diff_runs
 
             a_id, b_id = viewer.resolve(store, a), viewer.resolve(store, b)
+            if a_id == b_id:
+                raise ApiError(
+                    400,
+                    "same-run",
+                    f"{a!r} and {b!r} name the same run {a_id}; a diff needs two different runs",
+                )
             return _json(diff_runs(store, a_id, b_id).as_dict())
 
         return viewer.with_store(action)

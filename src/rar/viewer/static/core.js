@@ -158,7 +158,7 @@ async function payloadValue(runId, event, field) {
   const ref = event[field];
   if (!isPayloadRef(ref)) return ref;
   if ("value" in ref) return ref.value;
-  const key = `${event.seq}:${field}`;
+  const key = `${runId}:${event.seq}:${field}`;
   if (!payloadCache.has(key)) {
     const q = new URLSearchParams({ run: runId, seq: String(event.seq), field });
     payloadCache.set(key, api(`/api/payload?${q}`).then((b) => b.value));

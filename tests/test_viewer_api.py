@@ -416,6 +416,24 @@ def test_torn_log_not_repaired(tmp_path: Path) -> None:
     assert _tree_digest(root) == before
 
 
+def test_a_run_being_written_shows_its_new_events(tmp_path: Path) -> None:
+    """The parsed log is cached per run, and dropped as soon as the log grows."""
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    run = record("live run", store=store, seed=1, durable=False, redactor=Redactor(env={}))
+    with ViewerServer(root) as server, httpx2.Client(base_url=server.base_url) as client, run:
+        run.effect("tool", {"name": "t", "args": {"i": 0}}, lambda: 0)
+        first = client.get(f"/api/runs/{run.id}/events").json()
+        again = client.get(f"/api/runs/{run.id}/events").json()
+        assert again["total"] == first["total"]
+        run.effect("tool", {"name": "t", "args": {"i": 1}}, lambda: 1)
+        grown = client.get(f"/api/runs/{run.id}/events").json()
+        assert grown["total"] == first["total"] + 1
+        assert grown["events"][-1]["type"] == "effect" and grown["events"][-1]["ordinal"] == 1
+        assert client.get(f"/api/runs/{run.id}").json()["summary"]["events"] == grown["total"]
+    store.close()
+
+
 def test_missing_store_is_empty_and_not_created(tmp_path: Path) -> None:
     root = tmp_path / "absent"
     with ViewerServer(root) as server, httpx2.Client(base_url=server.base_url) as client:

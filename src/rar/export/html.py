@@ -76,81 +76,116 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
-def _cut(raw: bytes, cap: int) -> dict[str, str]:
+def _cut(raw: bytes, cap: int) -> str:
     try:
         text = json.dumps(orjson.loads(raw), ensure_ascii=False, indent=2)
     except orjson.JSONDecodeError:
         text = raw.decode("utf-8", errors="replace")
     data = text.encode("utf-8")
     shown = data[:cap].decode("utf-8", errors="ignore")
-    return {
-        "$cut": f"{shown}\n… [cut by rar export: {len(raw)} bytes of JSON, the first {cap} shown]"
-    }
+    return f"{shown}\n… [cut by rar export: {len(raw)} bytes of JSON, the first {cap} shown]"
+
+
+def _digest(value: Any) -> str | None:
+    return value if isinstance(value, str) and _DIGEST.fullmatch(value) else None
 
 
 class _Blobs:
-    """Collects every blob a set of payload references needs, each once."""
+    """Every blob a run's payload references need, each once, numbered in the order met.
+
+    Inside the embedded values, the digests that link blobs together (a chain's head, a node's
+    ``item`` and ``prev``) are replaced by those numbers: the page follows them without a digest
+    table, and 70-byte hashes, which do not compress, are not repeated tens of thousands of
+    times. The events keep their references (full digests) as recorded, plus ``"@": number``.
+    """
 
     def __init__(self, store: Any, cap: int) -> None:
         self.store = store
         self.cap = cap
-        self.values: dict[str, Any] = {}
+        self.numbers: dict[str, int] = {}
+        self.values: list[Any] = []
+        self.cut: dict[str, str] = {}
         self.errors: dict[str, str] = {}
+        self.heads: dict[str, int] = {}  # chains named by values inline in events
 
-    def add_ref(self, ref: dict[str, Any], *, whole: bool = False) -> None:
+    def number(self, digest: str) -> int:
+        found = self.numbers.get(digest)
+        if found is None:
+            found = self.numbers[digest] = len(self.values)
+            self.values.append(None)
+        return found
+
+    def add_ref(self, ref: dict[str, Any], *, whole: bool = False) -> int | None:
+        """Embed what ``ref`` needs; the number of its blob (None for an inline value)."""
         if "value" in ref:
-            self._walk(ref["value"])  # inline, but it may still name message chains
-        else:
-            self._add(ref["digest"], whole=whole)
+            self._link(ref["value"], inline=True)  # inline, but it may still name chains
+            return None
+        return self._add(ref["digest"], whole=whole)
 
-    def _add(self, digest: str, *, whole: bool = False) -> Any:
-        if digest in self.values or digest in self.errors:
-            return self.values.get(digest)
+    def _add(self, digest: str, *, whole: bool = False) -> int:
+        known = digest in self.numbers
+        number = self.number(digest)
+        if known:
+            return number
+        key = str(number)
         try:
             raw = self.store.get_blob(digest)  # re-hashed by the pack reader
         except RarError as exc:
-            self.errors[digest] = exc.message
-            return None
+            self.errors[key] = exc.message
+            return number
         except (OSError, ValueError, KeyError) as exc:
-            self.errors[digest] = f"cannot read blob: {exc}"
-            return None
+            self.errors[key] = f"cannot read blob {digest}: {exc}"
+            return number
         if len(raw) > self.cap and not whole:
-            self.values[digest] = _cut(raw, self.cap)
-            return None
+            self.cut[key] = _cut(raw, self.cap)
+            return number
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            self.errors[digest] = f"blob {digest} is not JSON ({len(raw)} bytes)"
-            return None
-        self.values[digest] = value
+            self.errors[key] = f"blob {digest} is not JSON ({len(raw)} bytes)"
+            return number
         if _CHAIN.encode() in raw:
-            self._walk(value)
+            value = self._link(value)
+        self.values[number] = value
+        return number
+
+    def _link(self, value: Any, *, inline: bool = False) -> Any:
+        """``value`` with every chain head replaced by its number (the chain embedded)."""
+        if isinstance(value, dict):
+            head = _digest(value.get(_CHAIN))
+            if head is not None and set(value) == {_CHAIN, "length"}:
+                number = self._chain(head)
+                if inline:
+                    self.heads[head] = number
+                return {**value, _CHAIN: number}
+            return {key: self._link(item, inline=inline) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._link(item, inline=inline) for item in value]
         return value
 
-    def _walk(self, value: Any) -> None:
-        stack = [value]
-        while stack:
-            current = stack.pop()
-            if isinstance(current, dict):
-                head = current.get(_CHAIN)
-                if isinstance(head, str) and _DIGEST.fullmatch(head):
-                    self._chain(head)
-                else:
-                    stack.extend(current.values())
-            elif isinstance(current, list):
-                stack.extend(current)
-
-    def _chain(self, head: str) -> None:
+    def _chain(self, head: str) -> int:
+        first = self.number(head)
         node: str | None = head
-        while node is not None and node not in self.values:  # a seen node: the rest is in
-            body = self._add(node)
-            if not isinstance(body, dict):
-                return
-            item = body.get("item")
-            if isinstance(item, str) and _DIGEST.fullmatch(item):
-                self._add(item)
-            prev = body.get("prev")
-            node = prev if isinstance(prev, str) and _DIGEST.fullmatch(prev) else None
+        while node is not None and self.values[self.numbers[node]] is None:
+            key = str(self.numbers[node])
+            if key in self.errors or key in self.cut:
+                break
+            try:
+                body = orjson.loads(self.store.get_blob(node))
+            except (RarError, OSError, ValueError, KeyError) as exc:
+                self.errors[key] = getattr(exc, "message", None) or f"cannot read {node}: {exc}"
+                break
+            item = _digest(body.get("item")) if isinstance(body, dict) else None
+            if item is None:
+                self.errors[key] = f"chain node {node} names no message"
+                break
+            prev = _digest(body.get("prev"))
+            linked: dict[str, int] = {"item": self._add(item)}
+            if prev is not None:
+                linked["prev"] = self.number(prev)
+            self.values[self.numbers[node]] = linked
+            node = prev  # stops at a node already embedded: the rest of the chain is in
+        return first
 
 
 def _artifacts(
@@ -188,10 +223,15 @@ def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str,
 
     detail, log = build_run_detail(Viewer(Path(store.root)), store, run_id)
     blobs = _Blobs(store, cap)
+    events = []
     for event in log.events:
+        copy = dict(event)
         for name, ref in event.items():
             if _is_ref(ref):
-                blobs.add_ref(ref, whole=(event.get("type"), name) in _WHOLE)
+                number = blobs.add_ref(ref, whole=(event.get("type"), name) in _WHOLE)
+                if number is not None:
+                    copy[name] = {**ref, "@": number}
+        events.append(copy)
     return {
         "format": FORMAT,
         "run": detail,
@@ -203,12 +243,57 @@ def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str,
             "complete": log.complete,
             "problems": log.problems,
             "next_offset": None,
-            "events": log.events,
+            "events": events,
         },
         "blobs": blobs.values,
-        "payload_errors": blobs.errors,
+        "cut": blobs.cut,
+        "errors": blobs.errors,
+        "heads": blobs.heads,
         "artifacts": _artifacts(store, log.events),
     }
+
+
+def embedded_payload(data: dict[str, Any], seq: int, field: str) -> Any:
+    """The plain value of event ``seq``'s payload ``field`` read from an export's document, as
+    the page reads it (``ValueError`` when it is not in the export)."""
+    event = next((e for e in data["events"]["events"] if e.get("seq") == seq), None)
+    if event is None or not _is_ref(event.get(field)):
+        raise ValueError(f"event {seq} has no payload {field!r} in this export")
+    ref = event[field]
+    if "value" in ref:
+        return _unlink_embedded(data, ref["value"])
+    return _unlink_embedded(data, _embedded_blob(data, ref["@"]))
+
+
+def _embedded_blob(data: dict[str, Any], ref: int | str) -> Any:
+    number = data["heads"].get(ref) if isinstance(ref, str) else ref
+    if not isinstance(number, int) or not 0 <= number < len(data["blobs"]):
+        raise ValueError(f"blob {ref} is not in this export")
+    key = str(number)
+    if key in data["errors"]:
+        raise ValueError(data["errors"][key])
+    if key in data["cut"]:
+        return data["cut"][key]
+    return data["blobs"][number]
+
+
+def _unlink_embedded(data: dict[str, Any], value: Any) -> Any:
+    if isinstance(value, list):
+        return [_unlink_embedded(data, item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {_CHAIN, "length"}:
+        items = []
+        node: Any = value[_CHAIN]
+        while node is not None:
+            body = _embedded_blob(data, node)
+            items.append(_unlink_embedded(data, _embedded_blob(data, body["item"])))
+            node = body.get("prev")
+            if len(items) > value["length"]:
+                raise ValueError("a message chain is longer than recorded")
+        items.reverse()
+        return items
+    return {key: _unlink_embedded(data, item) for key, item in value.items()}
 
 
 def embed_json(data: Any) -> str:

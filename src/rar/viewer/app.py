@@ -241,9 +241,15 @@ def _line_problem(line: int, detail: str) -> dict[str, Any]:
     return {"what": "malformed-line", "detail": f"line {line} of the log is {detail}", "line": line}
 
 
+LOG_CACHE_SIZE = 4
+"""Parsed logs kept by the viewer (the most recently read ones), so paging through a big run
+reads its log once, not once per page."""
+
+
 @dataclass(slots=True)
 class _Caches:
     lock: threading.Lock = field(default_factory=threading.Lock)
+    logs: dict[str, tuple[tuple[int, ...], LogRead]] = field(default_factory=dict)
     verify: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = field(default_factory=dict)
     manifests: dict[str, tuple[tuple[int, ...], dict[str, Any] | None]] = field(
         default_factory=dict
@@ -306,6 +312,22 @@ class Viewer:
         except OSError:
             raise RunNotFoundError(ref, store.root) from None
         return run_id
+
+    def log(self, store: Store, run_id: str) -> LogRead:
+        """The run's events (:func:`read_log`), cached until the log file changes."""
+        path = store.run_dir(run_id) / EVENTS_NAME
+        key = _stat_key(path)
+        with self.caches.lock:
+            cached = self.caches.logs.get(run_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        log = read_log(path)
+        with self.caches.lock:
+            self.caches.logs.pop(run_id, None)
+            self.caches.logs[run_id] = (key, log)
+            while len(self.caches.logs) > LOG_CACHE_SIZE:
+                self.caches.logs.pop(next(iter(self.caches.logs)))
+        return log
 
     def manifest_data(self, store: Store, run_id: str) -> dict[str, Any] | None:
         """The manifest as stored (raw JSON), cached by the file's size and mtime."""
@@ -441,7 +463,7 @@ def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[st
         manifest = store.manifest(run_id).model_dump(mode="json")
     except RarError as exc:
         problems.append({"what": "manifest", "detail": exc.message})
-    log = read_log(store.run_dir(run_id) / EVENTS_NAME)
+    log = viewer.log(store, run_id)
     verify = viewer.verification(store, run_id)
     if log.problems and verify.get("ok") is not False:
         verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
@@ -581,7 +603,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             offset = _int_param(request, "offset", 0)
             limit = min(_int_param(request, "limit", DEFAULT_EVENTS_PAGE, minimum=1), 1000)
             run_id = viewer.resolve(store, ref)
-            log = read_log(store.run_dir(run_id) / EVENTS_NAME)
+            log = viewer.log(store, run_id)
             page = log.events[offset : offset + limit]
             end = offset + len(page)
             return _json(
@@ -627,7 +649,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             if not name:
                 raise ApiError(400, "bad-parameter", "field is required")
             run_id = viewer.resolve(store, ref)
-            log = read_log(store.run_dir(run_id) / EVENTS_NAME)
+            log = viewer.log(store, run_id)
             event = next((e for e in log.events if e.get("seq") == seq), None)
             if event is None:
                 raise ApiError(404, "event-not-found", f"run {run_id} has no event {seq}")
@@ -652,7 +674,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
         def action(store: Store) -> Response:
             run_id = viewer.resolve(store, ref)
-            recorded = _recorded_artifacts(read_log(store.run_dir(run_id) / EVENTS_NAME).events)
+            recorded = _recorded_artifacts(viewer.log(store, run_id).events)
             return _artifact_response(store.run_dir(run_id), rel, recorded.get(rel))
 
         return viewer.with_store(action)

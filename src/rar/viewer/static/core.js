@@ -68,31 +68,34 @@ async function loadOffline() {
 
 const OFFLINE_READY = loadOffline().then((data) => { OFFLINE = data; return data; });
 
-// The plain value of a linked form: message chains ({"$chain": head, "length": n}) unlinked
-// from the embedded blobs; a blob cut at export time ({"$cut": text}) becomes its text.
-function offlineBlob(digest) {
-  const blobs = OFFLINE.blobs || {};
-  if (!Object.prototype.hasOwnProperty.call(blobs, digest)) {
-    const why = (OFFLINE.payload_errors || {})[digest];
-    throw new Error(why ? `blob ${digest}: ${why}` : `blob ${digest} is not in this export`);
+// Blobs in an export are numbered; the links between them (a chain's head, a node's item and
+// prev) are those numbers. An event's payload reference carries its blob's number as "@". A blob
+// cut at export time is in OFFLINE.cut, one that could not be read in OFFLINE.errors.
+function offlineBlob(ref) {
+  const number = typeof ref === "string" ? (OFFLINE.heads || {})[ref] : ref;
+  const key = String(number);
+  if (typeof number !== "number" || number < 0 || number >= OFFLINE.blobs.length) {
+    throw new Error(`blob ${ref} is not in this export`);
   }
-  return blobs[digest];
+  if (Object.prototype.hasOwnProperty.call(OFFLINE.errors || {}, key)) throw new Error(OFFLINE.errors[key]);
+  if (Object.prototype.hasOwnProperty.call(OFFLINE.cut || {}, key)) return OFFLINE.cut[key];
+  return OFFLINE.blobs[number];
 }
 
+// The plain value of a linked form: message chains ({"$chain": head, "length": n}) unlinked.
 function offlineUnlink(value) {
   if (Array.isArray(value)) return value.map(offlineUnlink);
   if (!value || typeof value !== "object") return value;
   const keys = Object.keys(value);
-  if (keys.length === 1 && keys[0] === "$cut") return value.$cut;
-  if ("$chain" in value && keys.length === 2 && "length" in value) {
+  if (keys.length === 2 && "$chain" in value && "length" in value) {
     const items = [];
     let node = value.$chain;
-    while (node) {
+    while (node !== undefined && node !== null) {
       const body = offlineBlob(node);
-      if (body && typeof body === "object" && "$cut" in body) throw new Error(`chain node ${node} is cut`);
+      if (!body || typeof body !== "object" || !("item" in body)) throw new Error(`chain node ${node} is not in this export`);
       items.push(offlineUnlink(offlineBlob(body.item)));
-      node = body.prev || null;
-      if (items.length > value.length) throw new Error(`message chain ${value.$chain} is longer than recorded`);
+      node = body.prev;
+      if (items.length > value.length) throw new Error("a message chain is longer than recorded");
     }
     items.reverse();
     return items;
@@ -111,7 +114,7 @@ function offlinePayload(seq, field) {
   const ref = ev[field];
   if (!isPayloadRef(ref)) throw new Error(`event ${seq} has no payload ${field}`);
   if ("value" in ref) return offlineUnlink(ref.value);
-  return offlineUnlink(offlineBlob(ref.digest));
+  return offlineUnlink(offlineBlob(ref["@"]));
 }
 
 function offlineApi(path) {

@@ -434,6 +434,27 @@ def test_a_run_being_written_shows_its_new_events(tmp_path: Path) -> None:
     store.close()
 
 
+def test_replay_reports_in_the_detail_and_the_replays_route(tmp_path: Path) -> None:
+    from rar.replay import replay
+
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    source = run_demo(store).id
+    first = replay(source, store=store).replay_run
+    second = replay(source, store=store).replay_run
+    store.close()
+    with ViewerServer(root) as server, httpx2.Client(base_url=server.base_url) as client:
+        own = client.get(f"/api/runs/{first}").json()["replay"]
+        assert own["replay_status"] == "reproducible" and own["mode"] == "strict"
+        assert own["mismatched"] == 0 and own["served"] > 0 and own["result_equal"] is True
+        assert client.get(f"/api/runs/{source}").json()["replay"] is None
+        children = client.get(f"/api/runs/{source}/replays").json()["children"]
+        assert [c["id"] for c in children] == [second, first]  # newest first
+        assert all(c["replay"]["replay_status"] == "reproducible" for c in children)
+        assert client.get(f"/api/runs/{first}/replays").json()["children"] == []
+        assert client.get("/api/runs/nope/replays").status_code == 404
+
+
 def test_missing_store_is_empty_and_not_created(tmp_path: Path) -> None:
     root = tmp_path / "absent"
     with ViewerServer(root) as server, httpx2.Client(base_url=server.base_url) as client:

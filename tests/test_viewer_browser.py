@@ -4,6 +4,7 @@ server on 127.0.0.1. Skipped when playwright or /usr/bin/chromium is missing."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from browser import CHROMIUM, launch_chromium
 from rar.demo import run_demo
 from rar.evidence import demo_corpus_path
 from rar.redaction import Redactor
+from rar.replay import replay
 from rar.runtime.start import record
 from rar.science.runtime import ask_question
 from rar.store.store import Store
@@ -46,6 +48,7 @@ class ViewerServer(LocalServer[Any, Any]):
 
 def _record_runs(store: Store) -> dict[str, str]:
     ids = {"demo": run_demo(store).id}
+    ids["replay"] = replay(ids["demo"], store=store).replay_run
     ids["science"] = ask_question("How is activation energy determined?", store=store).run_id
     run = record(
         f"xss goal {IMG} {SCRIPT}",
@@ -215,6 +218,42 @@ def test_claim_leads_to_its_passage(world: dict[str, Any], page: Any) -> None:
     page.keyboard.press("ArrowLeft")
     sync_api.expect(page.locator("#player-pos")).to_contain_text("step 1 of")
     page.screenshot(path=str(ARTIFACTS / "viewer-science-run.png"), full_page=True)
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_summary_says_how_long_what_it_cost_and_whether_it_replays(
+    world: dict[str, Any], page: Any
+) -> None:
+    ids = world["ids"]
+    page.goto(f"{world['base']}/runs/{ids['demo']}")
+    summary = page.locator("#summary")
+    sync_api.expect(summary).to_contain_text("verified")
+    sync_api.expect(page.locator("#run-duration")).to_have_text(re.compile(r"^\d+(\.\d+)? (ms|s)$"))
+    tokens = re.compile(r"^[\d,]+ in · [\d,]+ out")
+    sync_api.expect(page.locator("#run-tokens")).to_have_text(tokens)
+    # the demo run was replayed: its page names the replay and its verdict
+    replay_row = page.locator("#run-replay")
+    sync_api.expect(replay_row).to_contain_text("reproducible")
+    sync_api.expect(replay_row.locator(f'a[href="/runs/{ids["replay"]}"]')).to_be_visible()
+    # the replay's own page shows its report
+    page.goto(f"{world['base']}/runs/{ids['replay']}")
+    own = page.locator("#run-replay")
+    sync_api.expect(own).to_contain_text("strict replay of")
+    sync_api.expect(own).to_contain_text("0 mismatched")
+    sync_api.expect(own.locator(".badge")).to_have_text("reproducible")
+    # a run nobody replayed says how to
+    page.goto(f"{world['base']}/runs/{ids['xss']}")
+    sync_api.expect(page.locator("#run-replay")).to_contain_text(f"rar replay {ids['xss']}")
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_the_answer_renders_its_markdown_as_text(world: dict[str, Any], page: Any) -> None:
+    page.goto(f"{world['base']}/runs/{world['ids']['science']}")
+    answer = page.locator("#answer-text")
+    sync_api.expect(answer.locator("strong").first).to_have_text("Question.")
+    assert answer.locator("li").count() >= 2
+    assert "**" not in answer.inner_text()
+    sync_api.expect(page.locator("#answer-source")).to_contain_text("**Question.**")
     assert not page.errors  # type: ignore[attr-defined]
 
 

@@ -10,6 +10,8 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
   damaged run still answers 200, with ``verify.ok`` false and its problems.
 * ``/api/runs/{id}/events?offset=&limit=`` — events as stored (payload references left as
   references), ``limit`` at most 1000; a damaged log is read up to its first bad line.
+* ``/api/runs/{id}/replays`` — the runs replayed or branched from this one, newest first, each
+  with its replay report (status, served / live / mismatched) when it has one.
 * ``/api/blobs/{digest}`` — a JSON blob, re-hashed when read; only ``sha256:<64 hex>``.
 * ``/api/payload?run=&seq=&field=`` — the plain value of one payload reference of an event.
 * ``/api/runs/{id}/artifacts/{path}`` — a file under the run's ``artifacts/`` (regular files only;
@@ -471,6 +473,7 @@ def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[st
         verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
     row = store.row_from_files(run_id)
     anchors = _anchor_check(store, run_id, log.events)
+    replay = _replay_report(store, log.events)
     detail = {
         "id": run_id,
         "status": store.display_status(row) if row is not None else None,
@@ -485,9 +488,37 @@ def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[st
         },
         "verify": verify,
         "anchors": anchors,
+        "replay": replay,
         "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
     }
     return detail, log
+
+
+REPLAY_FIELDS = ("replay_status", "mode", "served", "live", "mismatched", "result_equal")
+
+
+def _replay_report(store: Store, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The report of the run's ``replay`` event (a run that is a replay), shortened."""
+    event = next((e for e in reversed(events) if e.get("type") == "replay"), None)
+    if event is None:
+        return None
+    try:
+        report = store.resolve_payload(event.get("report"))
+    except RarError as exc:
+        return {"replay_status": None, "error": exc.message, "seq": event.get("seq")}
+    if not isinstance(report, dict):
+        return None
+    first = report.get("first_divergence")
+    return {
+        **{key: report.get(key) for key in REPLAY_FIELDS},
+        "unconsumed": len(report.get("unconsumed") or []),
+        "first_divergence": (
+            {k: first.get(k) for k in ("span", "ordinal", "kind", "reason")}
+            if isinstance(first, dict)
+            else None
+        ),
+        "seq": event.get("seq"),
+    }
 
 
 def _anchor_check(store: Store, run_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -593,6 +624,29 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             run_id = viewer.resolve(store, ref)
             detail, _log = build_run_detail(viewer, store, run_id)
             return _json(detail)
+
+        return viewer.with_store(action)
+
+    def run_replays(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+
+        def action(store: Store) -> Response:
+            run_id = viewer.resolve(store, ref)
+            found = []
+            for row in store.list_runs():
+                if row.parent != run_id:
+                    continue
+                report = _replay_report(store, viewer.log(store, row.run_id).events)
+                found.append(
+                    {
+                        "id": row.run_id,
+                        "created_at": row.created_at,
+                        "status": store.display_status(row),
+                        "replay": report,  # None: a branch, or a replay still running
+                    }
+                )
+            found.sort(key=lambda item: (item["created_at"], item["id"]), reverse=True)
+            return _json({"id": run_id, "children": found})
 
         return viewer.with_store(action)
 
@@ -711,6 +765,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         Route("/api/runs", runs, methods=["GET"]),
         Route("/api/runs/{run_id}", run_detail, methods=["GET"]),
         Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
+        Route("/api/runs/{run_id}/replays", run_replays, methods=["GET"]),
         Route("/api/runs/{run_id}/artifacts/{path:path}", artifact, methods=["GET"]),
         Route("/api/blobs/{digest}", blob, methods=["GET"]),
         Route("/api/payload", payload, methods=["GET"]),

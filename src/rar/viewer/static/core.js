@@ -197,3 +197,65 @@ function artifactUrl(runId, name) {
   const path = String(name).split("/").map(encodeURIComponent).join("/");
   return `/api/runs/${encodeURIComponent(runId)}/artifacts/${path}`;
 }
+
+// A small, safe subset of Markdown for recorded answers: paragraphs, "- " / "1. " lists,
+// "#" headings, fenced code, table lines kept as preformatted text, **bold**, *italic* and
+// `code`. Everything is built with DOM nodes and text nodes: nothing recorded is ever parsed as
+// HTML, so a <script> in an answer shows as text.
+function renderMarkdown(text) {
+  const root = document.createElement("div");
+  const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
+  let list = null;
+  let para = null;
+  let table = null;
+  const flush = () => { list = null; para = null; table = null; };
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (/^```/.test(line)) {
+      const code = [];
+      for (i += 1; i < lines.length && !/^```/.test(lines[i]); i++) code.push(lines[i]);
+      flush();
+      root.appendChild(h("pre", {}, code.join("\n")));
+      continue;
+    }
+    if (!line.trim()) { flush(); continue; }
+    const heading = line.match(/^(#{1,6})\s+(.*)$/);
+    const bullet = line.match(/^\s*[-*+]\s+(.*)$/);
+    const numbered = line.match(/^\s*\d+[.)]\s+(.*)$/);
+    if (heading) {
+      flush();
+      root.appendChild(inline(h(`h${Math.min(6, heading[1].length + 2)}`, {}), heading[2]));
+    } else if (bullet || numbered) {
+      const tag = bullet ? "ul" : "ol";
+      if (!list || list.tagName.toLowerCase() !== tag) {
+        flush();
+        list = root.appendChild(h(tag));
+      }
+      list.appendChild(inline(h("li"), (bullet || numbered)[1]));
+    } else if (/^\s*\|/.test(line)) {
+      if (!table) { flush(); table = root.appendChild(h("pre", { class: "md-table" })); }
+      table.appendChild(document.createTextNode((table.textContent ? "\n" : "") + line));
+    } else if (list && /^\s+\S/.test(line)) {
+      inline(list.lastChild, " " + line.trim());
+    } else {
+      if (!para) { flush(); para = root.appendChild(h("p")); } else para.appendChild(document.createTextNode(" "));
+      inline(para, line.trim());
+    }
+  }
+  return root;
+}
+
+function inline(el, text) {
+  const pattern = /(\*\*[^*]+\*\*|`[^`]+`|\*[^*\s][^*]*\*)/g;
+  let last = 0;
+  for (const m of String(text).matchAll(pattern)) {
+    if (m.index > last) el.appendChild(document.createTextNode(text.slice(last, m.index)));
+    const token = m[0];
+    if (token.startsWith("**")) el.appendChild(h("strong", {}, token.slice(2, -2)));
+    else if (token.startsWith("`")) el.appendChild(h("code", {}, token.slice(1, -1)));
+    else el.appendChild(h("em", {}, token.slice(1, -1)));
+    last = m.index + token.length;
+  }
+  if (last < text.length) el.appendChild(document.createTextNode(text.slice(last)));
+  return el;
+}

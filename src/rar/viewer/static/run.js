@@ -3,6 +3,65 @@
 
 // --- run page --------------------------------------------------------------------------------
 
+function fmt(n) {
+  return typeof n === "number" ? n.toLocaleString("en-US") : String(n ?? "");
+}
+
+function duration(stats, manifest) {
+  let us = stats.wall_time_us;
+  if (typeof us !== "number" && manifest.created_at && manifest.finished_at) {
+    us = (Date.parse(manifest.finished_at) - Date.parse(manifest.created_at)) * 1000;
+  }
+  if (typeof us !== "number" || Number.isNaN(us)) return "—";
+  const s = us / 1e6;
+  if (s < 1) return `${(us / 1000).toFixed(0)} ms`;
+  if (s < 120) return `${s.toFixed(2)} s`;
+  return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+}
+
+function tokens(llm) {
+  if (llm.input_tokens === undefined && llm.output_tokens === undefined) return "—";
+  let text = `${fmt(llm.input_tokens || 0)} in · ${fmt(llm.output_tokens || 0)} out`;
+  if (llm.reasoning_tokens) text += ` · ${fmt(llm.reasoning_tokens)} reasoning`;
+  if (llm.cached_input_tokens) text += ` · ${fmt(llm.cached_input_tokens)} cached`;
+  return text;
+}
+
+function cost(llm) {
+  if (llm.cost === undefined || llm.cost === null) return "—";
+  if (!llm.cost) return llm.calls ? "0 (no price in the model profile, or a free model)" : "0";
+  return `$${Number(llm.cost).toFixed(4)}`;
+}
+
+// This run's own replay report (it is a replay), or what the page learns about its replays.
+function replayText(report, parent) {
+  if (!report) return h("span", { class: "muted" }, OFFLINE ? "not a replay" : "…");
+  const bits = [badge(report.replay_status || "unknown", report.replay_status === "reproducible" ? "ok"
+    : report.replay_status === "non-reproducible" ? "bad" : "unchecked"), " "];
+  bits.push(`${report.mode || "replay"} replay${parent ? " of " : ""}`);
+  if (parent) bits.push(OFFLINE ? parent : runLink(parent));
+  bits.push(`: ${fmt(report.served)} served, ${fmt(report.live)} live, ${fmt(report.mismatched)} mismatched`);
+  if (report.result_equal === false) bits.push(", the result differs");
+  if (report.first_divergence) {
+    const f = report.first_divergence;
+    bits.push(`; first divergence at ${f.span} #${f.ordinal} (${f.kind}): ${f.reason}`);
+  }
+  return h("span", {}, bits);
+}
+
+function replaysText(children, id) {
+  const replays = (children || []).filter((c) => c.replay);
+  if (!replays.length) {
+    return h("span", { class: "muted" }, `not replayed yet: rar replay ${id}`);
+  }
+  const last = replays[0];
+  const st = last.replay.replay_status || "unknown";
+  return h("span", {},
+    badge(st, st === "reproducible" ? "ok" : st === "non-reproducible" ? "bad" : "unchecked"),
+    ` latest of ${replays.length} replay${replays.length > 1 ? "s" : ""}: `, runLink(last.id),
+    ` (${last.replay.mode || ""}, ${fmt(last.replay.served)} served, ${fmt(last.replay.mismatched)} mismatched)`);
+}
+
 function flatStats(stats, prefix = "", out = []) {
   for (const [k, v] of Object.entries(stats || {})) {
     if (v && typeof v === "object" && !Array.isArray(v)) flatStats(v, `${prefix}${k}.`, out);
@@ -31,23 +90,42 @@ async function runPage(root, runId) {
     : verify.ok === false ? badge("verify failed", "bad") : badge("not verified", "unchecked");
 
   const summary = h("dl", { class: "summary", id: "summary" });
+  const llm = stats.llm || {};
+  const effects = stats.effects || {};
+  const replayBox = h("span", { id: "run-replay" }, replayText(detail.replay, detail.summary.parent));
   const rows = [
     ["Goal", h("span", { id: "run-goal" }, manifest.goal ?? "")],
     ["Status", badge(detail.status || "unknown")],
     ["Verify", verifyBadge],
+    ["Replay", replayBox],
     ["Run", id],
     ["Created", manifest.created_at || ""],
     ["Finished", manifest.finished_at || ""],
+    ["Duration", h("span", { id: "run-duration" }, duration(stats, manifest))],
     ["Mode", config.mode ?? ""],
     ["Model", config.model ?? ((manifest.models || [])[0] || {}).model ?? ""],
     ["Seed", config.seed ?? ""],
-    ["Events", String(detail.summary.events)],
+    ["Tokens", h("span", { id: "run-tokens" }, tokens(llm))],
+    ["Cost", h("span", { id: "run-cost" }, cost(llm))],
+    ["Model calls", llm.calls !== undefined ? `${fmt(llm.calls)}` + (llm.cached_calls ? ` (${fmt(llm.cached_calls)} from the cache)` : "") : "—"],
+    ["Effects", Object.keys(effects).length ? Object.entries(effects).map(([k, v]) => `${fmt(v)} ${k}`).join(" · ") : "—"],
+    ["Events", fmt(detail.summary.events)],
     ["Parent", detail.summary.parent && !OFFLINE ? [runLink(detail.summary.parent), " · ",
       h("a", { id: "compare-parent", href: `/diff?${new URLSearchParams({ a: detail.summary.parent, b: id })}` }, "compare with parent")]
       : detail.summary.parent || "—"],
   ];
-  for (const [k, v] of flatStats(stats)) rows.push([k, json(v)]);
   for (const [k, v] of rows) append(summary, [h("dt", {}, k), h("dd", {}, v)]);
+  const allStats = flatStats(stats);
+  if (allStats.length) {
+    const table = h("dl", { class: "summary stats" });
+    for (const [k, v] of allStats) append(table, [h("dt", {}, k), h("dd", {}, json(v))]);
+    append(summary, [h("dt", {}, "Statistics"), h("dd", {}, h("details", { id: "all-stats" }, h("summary", {}, `all ${allStats.length} figures`), table))]);
+  }
+  if (!detail.replay && !OFFLINE) {
+    api(`/api/runs/${encodeURIComponent(id)}/replays`)
+      .then((answer) => { clear(replayBox); append(replayBox, [replaysText(answer.children, id)]); })
+      .catch(() => {});
+  }
 
   const sections = [h("p", {}, h("a", { href: "/" }, "← all runs")), h("h1", {}, `Run ${id}`), summary];
   if (verify.ok === false || (verify.problems || []).length || (verify.notes || []).length) {
@@ -217,7 +295,11 @@ async function loadChain(id, detail, answerBox, evidenceBox, playerBox) {
   if (finished && finished.result) result = await payloadValue(id, finished, "result");
 
   clear(answerBox);
-  if (result && typeof result === "object" && "answer" in result) {
+  if (result && typeof result === "object" && typeof result.answer === "string") {
+    answerBox.appendChild(h("div", { class: "answer markdown", id: "answer-text" }, renderMarkdown(result.answer)));
+    answerBox.appendChild(h("details", { class: "source" }, h("summary", {}, "as recorded (Markdown source)"),
+      h("pre", { id: "answer-source" }, result.answer)));
+  } else if (result && typeof result === "object" && "answer" in result) {
     answerBox.appendChild(h("div", { class: "answer", id: "answer-text" }, json(result.answer)));
   } else if (result !== null) {
     answerBox.appendChild(h("pre", { id: "answer-text" }, json(result)));

@@ -79,3 +79,42 @@ def test_python_examples_run(index: int, tmp_path: Path) -> None:
     assert "completed" in result.stdout
     verify = _rar(["verify"], tmp_path)
     assert verify.returncode == 0, verify.stdout
+
+
+def test_the_viewer_commands_run(tmp_path: Path) -> None:
+    import httpx2
+
+    demo = _rar(["demo"], tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    short = re.search(r"rar show (\w+)", demo.stdout)
+    assert short
+    lines = blocks("bash")[5].strip().splitlines()
+    assert any(line.startswith("rar view") for line in lines)
+    for line in lines:
+        command = shlex.split(line.split("#")[0])
+        args = [short.group(1) if a == "97b3" else a for a in command[1:]]
+        if args[0] == "view":  # a server: start it on a free port, ask it, stop it
+            server = subprocess.Popen(
+                [sys.executable, "-m", "rar", *args, "--no-open", "--port", "0"],
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert server.stdout is not None
+                started = server.stdout.readline()
+                url = re.search(r"(http://127\.0\.0\.1:\d+/)", started)
+                assert url, started
+                runs = httpx2.get(url.group(1) + "api/runs", timeout=10).json()["runs"]
+                assert [r["id"].endswith(short.group(1)) for r in runs] == [True]
+                page = httpx2.get(url.group(1) + f"runs/{runs[0]['id']}", timeout=10)
+                assert page.status_code == 200 and "RAR viewer" in page.text
+            finally:
+                server.terminate()
+                server.wait(timeout=10)
+            continue
+        result = _rar(args, tmp_path)
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+    assert (tmp_path / "run.html").read_text().startswith("<!doctype html>")
+    assert '"format": "rar.trajectory/1"' in (tmp_path / "run.json").read_text()

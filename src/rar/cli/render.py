@@ -389,3 +389,6 @@ def print_science(result: Any) -> None:
     console.print(f"  rar show {short}     the timeline: messages, Contract Net rounds, effects")
     console.print(f"  rar replay {short}   re-execute it offline against its record")
     console.print(f"  rar verify {short}   re-hash the record")
+    console.print(
+        f"  rar view             browse it in a web page (or: rar export {short} --format html)"
+    )

@@ -30,6 +30,10 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 IMG = '<img src=x onerror="window.__xss=1">'
 SCRIPT = "<script>window.__xss=2</script>"
 TIMEOUT_MS = 10_000
+FIGURE = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30">'
+    b'<rect width="40" height="30" fill="#4a7"/><script>window.__xss=3</script></svg>'
+)
 DATA_RE = re.compile(r'<script type="application/json" id="rar-data">(.*?)</script>', re.S)
 
 
@@ -56,6 +60,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             lambda: {"content": f"tool said {IMG} and {SCRIPT}", "pad": "x" * 400},
         )
         run.effect("tool", {"name": "big"}, lambda: {"blob": "y" * 300_000})
+        run.artifact("figures/fit.svg", FIGURE, media_type="image/svg+xml")
+        run.artifact("data/table.csv", b"x,y\n1,2\n", media_type="text/csv")
         run.finish(result={"answer": f"answer {IMG} {SCRIPT}"})
     ids["xss"] = run.id
     out = root.parent / "out"
@@ -257,7 +263,7 @@ def test_browser_xss_run_offline(world: dict[str, Any], browser: Any) -> None:
         expect(page.locator("#run-goal")).to_have_text(f"xss goal {IMG} {SCRIPT}")
         expect(page.locator("#answer-text")).to_contain_text(SCRIPT)
         expect(page.locator("#timeline")).to_contain_text("evil")
-        expect(page.locator("#main img, #app img")).to_have_count(0)
+        expect(page.locator("#app img:not(.artifact-img)")).to_have_count(0)
         pos = page.locator("#player-pos")
         body = page.locator("#player-body")
         page.locator("h1").click()
@@ -270,6 +276,13 @@ def test_browser_xss_run_offline(world: dict[str, Any], browser: Any) -> None:
         expect(body).to_contain_text("cut by rar export")
         page.keyboard.press("ArrowRight")
         expect(body).to_contain_text("answer")
+        # the figure is inline as a data: URL (its script never runs); other files are named
+        figure = page.locator('#panel-artifacts .artifact[data-name="figures/fit.svg"] img')
+        expect(figure).to_be_visible()
+        assert figure.get_attribute("src").startswith("data:image/svg+xml;base64,")
+        assert page.evaluate("(img) => img.naturalWidth", figure.element_handle()) == 40
+        table = page.locator('#panel-artifacts .artifact[data-name="data/table.csv"]')
+        expect(table).to_contain_text("not included in this export")
         assert page.evaluate("typeof window.__xss") == "undefined"
         _offline_only(requests)
         assert not errors, errors

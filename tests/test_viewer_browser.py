@@ -76,6 +76,21 @@ def _record_runs(store: Store) -> dict[str, str]:
         corpus=corpus,
         store=store,
     ).run_id
+    # a corpus whose passage carries markup: cited, it must show as text
+    evil = store.root.parent / "evil-corpus"
+    evil.mkdir()
+    (evil / "kissinger-markup.md").write_text(
+        f"# Kissinger activation energy {SCRIPT}\n\n"
+        f"The Kissinger DSC data give an activation energy of 125 kJ/mol {IMG} from the shift "
+        "of the peak temperature with the heating rate.\n",
+        encoding="utf-8",
+    )
+    ids["evil"] = ask_question(
+        "What activation energy do the Kissinger DSC data give?",
+        corpus=evil,
+        mode="owl_dl",
+        store=store,
+    ).run_id
     for doc in corpus.rglob("*.md"):
         lines = doc.read_text(encoding="utf-8").splitlines()
         doc.write_text("\n".join(f"{line} (revised)" if line.strip() else line for line in lines))
@@ -268,6 +283,21 @@ def test_edited_passage_shows_it_no_longer_matches(world: dict[str, Any], page: 
     anchor.locator("a.anchor-link").click()
     sync_api.expect(anchor.locator(".snippet .problems")).to_contain_text("changed")
     page.screenshot(path=str(ARTIFACTS / "viewer-edited-corpus.png"), full_page=True)
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_a_cited_passage_with_markup_shows_as_text(world: dict[str, Any], page: Any) -> None:
+    page.goto(f"{world['base']}/runs/{world['ids']['evil']}")
+    anchor = page.locator("#evidence .claim .anchor").first
+    sync_api.expect(anchor).to_be_visible()
+    anchor.locator("a.anchor-link").click()
+    snippet = anchor.locator(".snippet")
+    sync_api.expect(snippet).to_contain_text(IMG)
+    page.locator(".ev[data-type='evidence'] button.expand").first.click()
+    sync_api.expect(page.locator("pre.payload-anchors").first).to_contain_text(SCRIPT)
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("#evidence img, #timeline img").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "viewer-passage-markup.png"), full_page=True)
     assert not page.errors  # type: ignore[attr-defined]
 
 

@@ -288,3 +288,23 @@ def test_browser_xss_run_offline(world: dict[str, Any], browser: Any) -> None:
         assert not errors, errors
     finally:
         context.close()
+
+
+def test_a_damaged_run_exports_with_its_problems_and_a_warning(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    run_id = run_demo(store).id
+    store.close()
+    pack = next((root / "blobs" / "packs").glob("*.pack"))
+    data = bytearray(pack.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside a blob
+    pack.write_bytes(bytes(data))
+    out = tmp_path / "damaged.html"
+    result = CliRunner().invoke(
+        export_command, [run_id, "--format", "html", "-o", str(out)], obj=str(root)
+    )
+    assert result.exit_code == 0, result.output
+    assert "does not verify" in result.stderr and "could not be read" in result.stderr
+    embedded = _data(out.read_text(encoding="utf-8"))
+    assert embedded["run"]["verify"]["ok"] is False and embedded["run"]["verify"]["problems"]
+    assert any("does not match its digest" in why for why in embedded["errors"].values())

@@ -26,9 +26,25 @@ def _trajectory(store: Any, run_id: str) -> str:
 
 
 def _html(store: Any, run_id: str) -> str:
-    from rar.export.html import export_html
+    from rar.export.html import export_data, render_html
 
-    return export_html(store, run_id)
+    data = export_data(store, run_id)
+    verify = data["run"]["verify"]
+    if verify.get("ok") is False:
+        problems = verify.get("problems") or []
+        click.echo(
+            f"warning: run {run_id} does not verify ({len(problems)} problem"
+            f"{'' if len(problems) == 1 else 's'}); the page lists them. "
+            f"`rar verify {run_id}` says more.",
+            err=True,
+        )
+    if data["errors"]:
+        click.echo(
+            f"warning: {len(data['errors'])} payload(s) could not be read and are marked "
+            "as such in the page",
+            err=True,
+        )
+    return render_html(data)
 
 
 EXPORTERS: dict[str, Callable[[Any, str], str]] = {

@@ -371,3 +371,33 @@ def test_events_load_in_pages(page: Any, tmp_path: Path) -> None:
         page.click("#load-more")
         sync_api.expect(page.locator("#timeline .ev")).to_have_count(total)
         sync_api.expect(page.locator("#load-more")).to_be_hidden()
+
+
+def test_a_store_of_many_runs_draws_the_first_ones_then_all(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    redactor = Redactor(env={})
+    for i in range(520):
+        run = record(f"tiny run {i}", store=store, seed=i, durable=False, redactor=redactor)
+        with run:
+            run.effect("tool", {"name": "lookup", "args": {"i": i}}, lambda i=i: i)
+    store.close()
+    with ViewerServer(root) as server:
+        context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        try:
+            page.goto(server.base_url + "/")
+            rows = page.locator("#runs tbody tr.run-row")
+            sync_api.expect(rows).to_have_count(500)
+            sync_api.expect(page.locator("#runs-count")).to_have_text("520 of 520 runs")
+            page.fill("#filter", "tiny run 51")  # 51, 510..519: all drawn
+            sync_api.expect(rows).to_have_count(11)
+            page.fill("#filter", "")
+            sync_api.expect(rows).to_have_count(500)
+            page.click("#show-all-runs")
+            sync_api.expect(rows).to_have_count(520)
+        finally:
+            context.close()

@@ -14,6 +14,9 @@ const COLUMNS = [
   ["id", "Run"],
 ];
 
+// rows drawn at first: a store of 10,000 runs opens as fast as a small one
+const RUNS_SHOWN = 500;
+
 function selectOf(id, label, values) {
   const el = h("select", { id, "aria-label": label }, h("option", { value: "" }, `all ${label}s`));
   for (const v of values) el.appendChild(h("option", { value: v }, v));
@@ -54,6 +57,7 @@ async function runsPage(root) {
   }
   let sortKey = "created_at";
   let sortDir = -1;
+  let showAll = false;
   const picked = [];
 
   const thead = h("thead", {}, h("tr", {}, h("th", { class: "pick", title: "pick two to compare" }, "⇄"),
@@ -91,7 +95,8 @@ async function runsPage(root) {
       th.classList.toggle("sorted-desc", th.dataset.key === sortKey && sortDir < 0);
     }
     clear(tbody);
-    for (const r of shown) {
+    const limit = showAll ? shown.length : Math.min(shown.length, RUNS_SHOWN);
+    for (const r of shown.slice(0, limit)) {
       const box = h("input", { type: "checkbox", class: "pick-run", "aria-label": `pick ${r.id}` });
       box.checked = picked.includes(r.id);
       box.addEventListener("change", () => {
@@ -115,6 +120,12 @@ async function runsPage(root) {
         h("td", {}, r.parent ? runLink(r.parent) : ""),
         h("td", { class: "muted" }, r.id)));
     }
+    if (limit < shown.length) {
+      const all = h("button", { type: "button", id: "show-all-runs" }, `show all ${shown.length}`);
+      all.addEventListener("click", () => { showAll = true; render(); });
+      tbody.appendChild(h("tr", { class: "more-runs" }, h("td", { colspan: COLUMNS.length + 1, class: "muted" },
+        `the first ${limit} of ${shown.length} shown (filter, sort, or `, all, ")")));
+    }
     count.textContent = `${shown.length} of ${runs.length} runs`;
   }
   thead.addEventListener("click", (ev) => {
@@ -124,7 +135,11 @@ async function runsPage(root) {
     else { sortKey = th.dataset.key; sortDir = 1; }
     render();
   });
-  filter.addEventListener("input", render);
+  let typing = null;
+  filter.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(render, runs.length > RUNS_SHOWN ? 150 : 0);
+  });
   for (const el of [status, mode, model, since, until]) el.addEventListener("change", render);
   updateCompare();
   render();

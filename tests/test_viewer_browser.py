@@ -232,6 +232,15 @@ def test_claim_leads_to_its_passage(world: dict[str, Any], page: Any) -> None:
     sync_api.expect(page.locator("#player-pos")).to_contain_text("step 2 of")
     page.keyboard.press("ArrowLeft")
     sync_api.expect(page.locator("#player-pos")).to_contain_text("step 1 of")
+    # the section bar links every section shown, panels included, and jumps to it
+    sync_api.expect(page.locator("#panels")).to_have_attribute("data-ready", "1")
+    nav = page.locator("#run-nav a")
+    targets = [nav.nth(i).get_attribute("data-target") for i in range(nav.count())]
+    assert targets[:3] == ["summary", "sec-answer", "sec-evidence"], targets
+    assert {"sec-messages", "sec-bdi", "sec-audit"} <= set(targets), targets
+    assert targets[-2:] == ["sec-replay", "sec-timeline"], targets
+    page.locator('#run-nav a[data-target="sec-timeline"]').click()
+    sync_api.expect(page.locator("#sec-timeline")).to_be_in_viewport()
     page.screenshot(path=str(ARTIFACTS / "viewer-science-run.png"), full_page=True)
     assert not page.errors  # type: ignore[attr-defined]
 

@@ -132,7 +132,7 @@ async function runPage(root, runId) {
     const list = h("ul", { class: "problems", id: "verify-problems" });
     for (const p of verify.problems || []) list.appendChild(h("li", {}, `${p.what || "problem"}: ${p.detail || json(p)}`));
     for (const n of verify.notes || []) list.appendChild(h("li", { class: "muted" }, String(n)));
-    sections.push(h("h2", {}, "Verification"), list);
+    sections.push(h("h2", { id: "sec-verification" }, "Verification"), list);
   }
   const answerBox = h("div", { id: "answer" });
   const evidenceBox = h("div", { id: "evidence" }, h("p", { class: "muted" }, "Loading the evidence chain…"));
@@ -141,8 +141,18 @@ async function runPage(root, runId) {
   const more = h("button", { id: "load-more", type: "button" }, "Load more events");
   const timelineInfo = h("p", { class: "muted", id: "timeline-info" });
   const panelsBox = h("div", { id: "panels" });
-  sections.push(h("h2", {}, "Answer"), answerBox, h("h2", {}, "Evidence chain"), evidenceBox,
-    panelsBox, h("h2", {}, "Replay"), playerBox, h("h2", {}, "Timeline"), timelineInfo, timeline, more);
+  const nav = h("nav", { class: "run-nav", id: "run-nav", "aria-label": "sections of this run" },
+    navLink("summary", "Summary"),
+    verify.ok === false || (verify.problems || []).length || (verify.notes || []).length
+      ? navLink("sec-verification", "Verification") : null,
+    navLink("sec-answer", "Answer"), navLink("sec-evidence", "Evidence"),
+    h("span", { id: "run-nav-panels" }),
+    navLink("sec-replay", "Replay"), navLink("sec-timeline", "Timeline"));
+  sections.splice(2, 0, nav);
+  sections.push(h("h2", { id: "sec-answer" }, "Answer"), answerBox,
+    h("h2", { id: "sec-evidence" }, "Evidence chain"), evidenceBox, panelsBox,
+    h("h2", { id: "sec-replay" }, "Replay"), playerBox,
+    h("h2", { id: "sec-timeline" }, "Timeline"), timelineInfo, timeline, more);
   append(root, sections);
 
   const state = { id, collapsed: new Set(), next: 0, loading: false };
@@ -374,14 +384,27 @@ function hashBadge(check, key) {
   return el;
 }
 
+function navLink(target, label) {
+  const link = h("a", { href: `#${target}`, dataset: { target } }, label);
+  link.addEventListener("click", (e) => {
+    const el = document.getElementById(target);
+    if (!el) return;
+    e.preventDefault();
+    el.scrollIntoView({ block: "start" });
+  });
+  return link;
+}
+
 async function renderPanels(ctx, container) {
+  const nav = document.getElementById("run-nav-panels");
   for (const panel of PANELS) {
     const box = h("div", { id: `panel-${panel.id}`, class: "panel" });
     const section = h("section", { class: "panel-section", dataset: { panel: panel.id } },
-      h("h2", {}, panel.title), box);
+      h("h2", { id: `sec-${panel.id}` }, panel.title), box);
     container.appendChild(section);
     try {
       if ((await panel.render(ctx, box)) === false) section.remove();
+      else if (nav) nav.appendChild(navLink(`sec-${panel.id}`, panel.title));
     } catch (err) {
       showError(box, err);
     }

@@ -213,6 +213,31 @@ def test_events_paging_over_1000(world: dict[str, Any]) -> None:
     assert _get(world, f"/api/runs/{run_id}/events", limit="x").status_code == 400
 
 
+def test_events_filtered_by_type_agent_and_span(world: dict[str, Any]) -> None:
+    run_id = world["ids"]["demo"]
+    every = _get(world, f"/api/runs/{run_id}/events", limit=1000).json()["events"]
+    detail = _get(world, f"/api/runs/{run_id}").json()["summary"]
+    llm = _get(world, f"/api/runs/{run_id}/events", type="effect:llm").json()
+    assert llm["total"] == detail["event_types"]["effect:llm"] > 0
+    assert llm["all"] == len(every)
+    assert all(e["type"] == "effect" and e["kind"] == "llm" for e in llm["events"])
+    effects = _get(world, f"/api/runs/{run_id}/events", type="effect").json()
+    assert effects["total"] == sum(e["type"] == "effect" for e in every)
+    spans = {e["span"] for e in every if e["span"] != "run"}
+    top = sorted(spans, key=len)[0]
+    under = _get(world, f"/api/runs/{run_id}/events", span=top).json()["events"]
+    assert under and all(e["span"] == top or e["span"].startswith(top + "/") for e in under)
+    agents = detail["agents"]
+    assert agents == sorted({e["agent"] for e in every if e.get("agent")})
+    if agents:
+        mine = _get(world, f"/api/runs/{run_id}/events", agent=agents[0]).json()["events"]
+        assert mine and all(e.get("agent") == agents[0] for e in mine)
+    paged = _get(world, f"/api/runs/{run_id}/events", type="effect", limit=1, offset=1).json()
+    assert paged["events"] == effects["events"][1:2]
+    none = _get(world, f"/api/runs/{run_id}/events", type="no-such-type").json()
+    assert none["total"] == 0 and none["events"] == [] and none["next_offset"] is None
+
+
 def test_blobs_and_payloads(world: dict[str, Any]) -> None:
     run_id = world["ids"]["demo"]
     events = _get(world, f"/api/runs/{run_id}/events").json()["events"]

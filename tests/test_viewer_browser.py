@@ -105,10 +105,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     store.list_runs()
     store.close()
     ARTIFACTS.mkdir(exist_ok=True)
+    reader = Store(root)
+    events = {run_id: reader.events(run_id) for run_id in ids.values()}
+    reader.close()
     with ViewerServer(root) as server, sync_api.sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
-            yield {"ids": ids, "base": server.base_url, "browser": browser}
+            yield {"ids": ids, "base": server.base_url, "browser": browser, "events": events}
         finally:
             browser.close()
 
@@ -232,6 +235,19 @@ def test_claim_leads_to_its_passage(world: dict[str, Any], page: Any) -> None:
     sync_api.expect(page.locator("#player-pos")).to_contain_text("step 2 of")
     page.keyboard.press("ArrowLeft")
     sync_api.expect(page.locator("#player-pos")).to_contain_text("step 1 of")
+    # the timeline filters by event type and by agent
+    page.select_option("#timeline-type", "message")
+    rows = page.locator("#timeline .ev")
+    messages = [e for e in world["events"][run_id] if e["type"] == "message"]
+    sync_api.expect(rows).to_have_count(len(messages))
+    sync_api.expect(page.locator("#timeline-info")).to_contain_text("filtered from")
+    assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.type)")) == {"message"}
+    page.select_option("#timeline-type", "")
+    page.select_option("#timeline-agent", "researcher")
+    researcher = [e for e in world["events"][run_id] if e.get("agent") == "researcher"]
+    sync_api.expect(rows).to_have_count(len(researcher))
+    page.select_option("#timeline-agent", "")
+    sync_api.expect(rows).to_have_count(len(world["events"][run_id]))
     # the section bar links every section shown, panels included, and jumps to it
     sync_api.expect(page.locator("#panels")).to_have_attribute("data-ready", "1")
     nav = page.locator("#run-nav a")

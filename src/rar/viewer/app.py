@@ -10,6 +10,9 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
   damaged run still answers 200, with ``verify.ok`` false and its problems.
 * ``/api/runs/{id}/events?offset=&limit=`` — events as stored (payload references left as
   references), ``limit`` at most 1000; a damaged log is read up to its first bad line.
+  ``?type=`` (``effect``, ``effect:llm``, ``message``, …), ``?agent=`` and ``?span=`` (a span
+  and everything under it) filter them; ``total`` counts the events that match, ``all`` every
+  event.
 * ``/api/runs/{id}/replays`` — the runs replayed or branched from this one, newest first, each
   with its replay report (status, served / live / mismatched) when it has one.
 * ``/api/blobs/{digest}`` — a JSON blob, re-hashed when read; only ``sha256:<64 hex>``.
@@ -444,12 +447,35 @@ def _sorted_runs(runs: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
     return sorted(by_time, key=lambda r: (r[key] or "").lower(), reverse=reverse)
 
 
+def _event_type(event: dict[str, Any]) -> str:
+    kind = str(event.get("type"))
+    return f"effect:{event.get('kind')}" if kind == "effect" else kind
+
+
+def _event_filter(request: Request) -> Callable[[dict[str, Any]], bool] | None:
+    """The events' ``?type=`` (``effect``, ``effect:llm``, ``message``, …), ``?agent=`` and
+    ``?span=`` (a span path and everything under it) filters, or None for every event."""
+    kind = request.query_params.get("type") or ""
+    agent = request.query_params.get("agent") or ""
+    span = request.query_params.get("span") or ""
+    if not (kind or agent or span):
+        return None
+
+    def wanted(event: dict[str, Any]) -> bool:
+        if kind and kind not in (str(event.get("type")), _event_type(event)):
+            return False
+        if agent and event.get("agent") != agent:
+            return False
+        where = str(event.get("span") or "run")
+        return not span or where == span or where.startswith(span + "/")
+
+    return wanted
+
+
 def _event_types(events: Iterable[dict[str, Any]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for event in events:
-        kind = str(event.get("type"))
-        if kind == "effect":
-            kind = f"effect:{event.get('kind')}"
+        kind = _event_type(event)
         counts[kind] = counts.get(kind, 0) + 1
     return counts
 
@@ -483,6 +509,7 @@ def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[st
             "complete": log.complete,
             "torn_bytes": log.torn_bytes,
             "event_types": _event_types(log.events),
+            "agents": sorted({str(e["agent"]) for e in log.events if e.get("agent")}),
             "stats": (manifest or {}).get("stats", {}),
             "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
         },
@@ -658,17 +685,20 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             limit = min(_int_param(request, "limit", DEFAULT_EVENTS_PAGE, minimum=1), 1000)
             run_id = viewer.resolve(store, ref)
             log = viewer.log(store, run_id)
-            page = log.events[offset : offset + limit]
+            wanted = _event_filter(request)
+            events = log.events if wanted is None else [e for e in log.events if wanted(e)]
+            page = events[offset : offset + limit]
             end = offset + len(page)
             return _json(
                 {
                     "id": run_id,
                     "offset": offset,
                     "limit": limit,
-                    "total": len(log.events),
+                    "total": len(events),
+                    "all": len(log.events),
                     "complete": log.complete,
                     "problems": log.problems,
-                    "next_offset": end if end < len(log.events) else None,
+                    "next_offset": end if end < len(events) else None,
                     "events": page,
                 }
             )

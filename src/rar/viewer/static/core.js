@@ -117,6 +117,18 @@ function offlinePayload(seq, field) {
   return offlineUnlink(offlineBlob(ref["@"]));
 }
 
+// The events API's filters (?type=, ?agent=, ?span=), as the server applies them.
+function eventMatches(ev, params) {
+  const type = params.get("type") || "";
+  const agent = params.get("agent") || "";
+  const span = params.get("span") || "";
+  const full = ev.type === "effect" ? `effect:${ev.kind}` : String(ev.type);
+  if (type && type !== String(ev.type) && type !== full) return false;
+  if (agent && ev.agent !== agent) return false;
+  const where = String(ev.span || "run");
+  return !span || where === span || where.startsWith(`${span}/`);
+}
+
 function offlineApi(path) {
   const [pathname, query] = path.split("?");
   const url = { pathname, searchParams: new URLSearchParams(query || "") };
@@ -126,9 +138,11 @@ function offlineApi(path) {
     const all = OFFLINE.events;
     const offset = Number(url.searchParams.get("offset") || 0);
     const limit = Number(url.searchParams.get("limit") || PAGE);
-    const events = all.events.slice(offset, offset + limit);
+    const matching = all.events.filter((ev) => eventMatches(ev, url.searchParams));
+    const events = matching.slice(offset, offset + limit);
     const end = offset + events.length;
-    return { ...all, offset, limit, events, next_offset: end < all.events.length ? end : null };
+    return { ...all, offset, limit, events, total: matching.length, all: all.events.length,
+      next_offset: end < matching.length ? end : null };
   }
   if (url.pathname === "/api/payload") {
     return { value: offlinePayload(url.searchParams.get("seq"), url.searchParams.get("field")) };

@@ -140,6 +140,14 @@ async function runPage(root, runId) {
   const timeline = h("div", { class: "timeline", id: "timeline" });
   const more = h("button", { id: "load-more", type: "button" }, "Load more events");
   const timelineInfo = h("p", { class: "muted", id: "timeline-info" });
+  const typeFilter = h("select", { id: "timeline-type", "aria-label": "event type" },
+    h("option", { value: "" }, `every event (${fmt(detail.summary.events)})`),
+    Object.entries(detail.summary.event_types || {}).sort()
+      .map(([t, n]) => h("option", { value: t }, `${t} (${fmt(n)})`)));
+  const agentFilter = h("select", { id: "timeline-agent", "aria-label": "agent" },
+    h("option", { value: "" }, "every agent"),
+    (detail.summary.agents || []).map((a) => h("option", { value: a }, a)));
+  const timelineControls = h("div", { class: "controls", id: "timeline-controls" }, typeFilter, agentFilter);
   const panelsBox = h("div", { id: "panels" });
   const nav = h("nav", { class: "run-nav", id: "run-nav", "aria-label": "sections of this run" },
     navLink("summary", "Summary"),
@@ -152,10 +160,23 @@ async function runPage(root, runId) {
   sections.push(h("h2", { id: "sec-answer" }, "Answer"), answerBox,
     h("h2", { id: "sec-evidence" }, "Evidence chain"), evidenceBox, panelsBox,
     h("h2", { id: "sec-replay" }, "Replay"), playerBox,
-    h("h2", { id: "sec-timeline" }, "Timeline"), timelineInfo, timeline, more);
+    h("h2", { id: "sec-timeline" }, "Timeline"), timelineControls, timelineInfo, timeline, more);
   append(root, sections);
 
-  const state = { id, collapsed: new Set(), next: 0, loading: false };
+  const state = { id, collapsed: new Set(), next: 0, loading: false, query: "", generation: 0 };
+  const refilter = () => {
+    const q = new URLSearchParams();
+    if (typeFilter.value) q.set("type", typeFilter.value);
+    if (agentFilter.value) q.set("agent", agentFilter.value);
+    state.query = q.toString();
+    state.generation += 1;
+    state.next = 0;
+    state.loading = false;
+    clear(timeline);
+    loadTimeline(state, timeline, more, timelineInfo);
+  };
+  typeFilter.addEventListener("change", refilter);
+  agentFilter.addEventListener("change", refilter);
   await loadTimeline(state, timeline, more, timelineInfo);
   more.addEventListener("click", () => loadTimeline(state, timeline, more, timelineInfo));
   if ("IntersectionObserver" in window) {
@@ -171,18 +192,22 @@ async function runPage(root, runId) {
 async function loadTimeline(state, timeline, more, info) {
   if (state.loading || state.next === null) return;
   state.loading = true;
+  const generation = state.generation;
   try {
-    const page = await api(`/api/runs/${encodeURIComponent(state.id)}/events?offset=${state.next}&limit=${PAGE}`);
+    const filters = state.query ? `&${state.query}` : "";
+    const page = await api(`/api/runs/${encodeURIComponent(state.id)}/events?offset=${state.next}&limit=${PAGE}${filters}`);
+    if (generation !== state.generation) return;  // the filters changed meanwhile
     for (const ev of page.events) timeline.appendChild(eventRow(state, ev));
     state.next = page.next_offset;
     const shown = timeline.children.length;
-    info.textContent = `${shown} of ${page.total} events` + (page.complete ? "" : " (the log is damaged after these)");
+    const of = state.query && page.all !== undefined ? ` (filtered from ${fmt(page.all)})` : "";
+    info.textContent = `${shown} of ${page.total} events${of}` + (page.complete ? "" : " (the log is damaged after these)");
     more.hidden = page.next_offset === null;
     applyCollapse(state, timeline);
   } catch (err) {
     showError(info, err);
   } finally {
-    state.loading = false;
+    if (generation === state.generation) state.loading = false;
   }
 }
 

@@ -246,6 +246,13 @@ def test_browser_science_run_offline(world: dict[str, Any], browser: Any, name: 
         expect(page.locator("#player-body")).not_to_contain_text("could not load")
         page.keyboard.press("ArrowLeft")
         expect(pos).to_contain_text("step 2 of")
+        # the timeline's filters work offline too
+        events = _data(world["files"][name].read_text(encoding="utf-8"))["events"]["events"]
+        page.select_option("#timeline-type", "effect:llm")
+        llm = [e for e in events if e["type"] == "effect" and e.get("kind") == "llm"]
+        expect(page.locator("#timeline .ev")).to_have_count(len(llm))
+        page.select_option("#timeline-type", "")
+        expect(page.locator("#timeline .ev")).to_have_count(total)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"export-html-{name}.png"), full_page=True)
         assert page.evaluate("window.__xss") is None

@@ -68,6 +68,24 @@ def _record_runs(store: Store) -> dict[str, str]:
         )
         run.finish(result={"answer": f"answer {IMG} {SCRIPT}"})
     ids["xss"] = run.id
+    # a long run whose cited evidence comes late, past the timeline's first pages
+    run = record("long run", store=store, seed=6, durable=False, redactor=Redactor(env={}))
+    with run:
+        for i in range(450):
+            run.effect("tool", {"name": "t", "args": {"i": i}}, lambda i=i: i)
+        anchor = {
+            "doc_id": "d1",
+            "location": "paragraph_1",
+            "content_hash": "sha256:" + "0" * 64,
+            "snippet": "a late passage",
+            "doc_title": "Doc",
+            "relevance_score": 0.9,
+        }
+        run.log_event("evidence", agent="researcher", anchors=[anchor])
+        run.finish(result={"answer": "late", "claims": [
+            {"text": "late claim", "anchors": ["d1#paragraph_1"]}
+        ]})
+    ids["long"] = run.id
     # a run over a corpus that is edited afterwards: its cited passages no longer match
     corpus = store.root.parent / "edited-corpus"
     shutil.copytree(demo_corpus_path(), corpus)
@@ -294,6 +312,22 @@ def test_the_answer_renders_its_markdown_as_text(world: dict[str, Any], page: An
     assert answer.locator("li").count() >= 2
     assert "**" not in answer.inner_text()
     sync_api.expect(page.locator("#answer-source")).to_contain_text("**Question.**")
+    assert not page.errors  # type: ignore[attr-defined]
+
+
+def test_an_event_link_loads_the_timeline_up_to_it(world: dict[str, Any], page: Any) -> None:
+    run_id = world["ids"]["long"]
+    evidence = next(e for e in world["events"][run_id] if e["type"] == "evidence")
+    page.goto(f"{world['base']}/runs/{run_id}")
+    sync_api.expect(page.locator("#timeline-info")).to_contain_text("200 of")
+    page.select_option("#timeline-type", "effect:tool")  # links show every event again
+    link = page.locator(f'#evidence a.event-link[data-seq="{evidence["seq"]}"]')
+    link.click()
+    row = page.locator(f'#timeline .ev[data-seq="{evidence["seq"]}"]')
+    sync_api.expect(row).to_have_class(re.compile(r"\btarget\b"))
+    sync_api.expect(row).to_be_in_viewport()
+    assert page.locator("#timeline-type").input_value() == ""
+    assert page.locator("#timeline .ev").count() > evidence["seq"] - 1
     assert not page.errors  # type: ignore[attr-defined]
 
 

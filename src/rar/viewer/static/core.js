@@ -273,3 +273,14 @@ function inline(el, text) {
   if (last < text.length) el.appendChild(document.createTextNode(text.slice(last)));
   return el;
 }
+
+// A link to an event of the run page's timeline: the page loads the timeline up to it, opens
+// the spans around it and scrolls to it.
+function eventLink(seq, label) {
+  const link = h("a", { href: `#event-${seq}`, class: "event-link", dataset: { seq } }, label ?? `#${seq}`);
+  link.addEventListener("click", (e) => {
+    e.preventDefault();
+    document.dispatchEvent(new CustomEvent("rar:goto", { detail: { seq: Number(seq) } }));
+  });
+  return link;
+}

@@ -177,6 +177,33 @@ async function runPage(root, runId) {
   };
   typeFilter.addEventListener("change", refilter);
   agentFilter.addEventListener("change", refilter);
+  document.addEventListener("rar:goto", async (e) => {
+    const seq = Number(e.detail && e.detail.seq);
+    if (!Number.isInteger(seq)) return;
+    if (typeFilter.value || agentFilter.value) {  // show every event, so the one asked for is there
+      typeFilter.value = "";
+      agentFilter.value = "";
+      refilter();
+    }
+    const find = () => timeline.querySelector(`.ev[data-seq="${seq}"]`);
+    while (!find() && state.next !== null) {
+      if (state.loading) await new Promise((r) => setTimeout(r, 20));
+      else await loadTimeline(state, timeline, more, timelineInfo);
+    }
+    const row = find();
+    if (!row) return;
+    for (const span of [...state.collapsed]) {  // open every collapsed span around it
+      const s = row.dataset.span;
+      if (s === span || s.startsWith(`${span}/`)) state.collapsed.delete(span);
+    }
+    for (const t of timeline.querySelectorAll(".ev[data-type='span.start'] button.toggle")) {
+      t.textContent = state.collapsed.has(t.closest(".ev").dataset.span) ? "▸" : "▾";
+    }
+    applyCollapse(state, timeline);
+    for (const old of timeline.querySelectorAll(".ev.target")) old.classList.remove("target");
+    row.classList.add("target");
+    row.scrollIntoView({ block: "center" });
+  });
   await loadTimeline(state, timeline, more, timelineInfo);
   more.addEventListener("click", () => loadTimeline(state, timeline, more, timelineInfo));
   if ("IntersectionObserver" in window) {
@@ -373,7 +400,7 @@ async function loadChain(id, detail, answerBox, evidenceBox, playerBox) {
         hashBadge(detail.anchors, key), " ",
         h("a", { href: "#", class: "anchor-link" }, key),
         anchor && anchor.doc_title ? h("span", { class: "muted" }, ` — ${anchor.doc_title}`) : null,
-        found ? h("span", { class: "muted" }, ` (event #${found.seq})`) : null);
+        found ? h("span", { class: "muted" }, " (", eventLink(found.seq, `event #${found.seq}`), ")") : null);
       const entry = detail.anchors && detail.anchors.anchors ? detail.anchors.anchors[key] : null;
       const snippet = h("div", { class: "snippet", hidden: true },
         anchor ? String(anchor.snippet ?? "(no snippet recorded)") : "(this anchor is not in the record)",
@@ -465,7 +492,10 @@ function buildPlayer(id, events, result, box) {
   function show() {
     const step = steps[at];
     where.textContent = `step ${at + 1} of ${steps.length}`;
-    kind.textContent = step.ev ? `${step.kind} · event #${step.ev.seq}${step.ev.span ? " · " + step.ev.span : ""}` : step.kind;
+    clear(kind);
+    if (step.ev) {
+      append(kind, [`${step.kind} · `, eventLink(step.ev.seq, `event #${step.ev.seq}`), step.ev.span ? ` · ${step.ev.span}` : ""]);
+    } else kind.textContent = step.kind;
     if (!step.ev) { body.textContent = json(step.value); return; }
     if (!step.field) { body.textContent = json(step.ev.error || null); return; }
     body.textContent = "loading…";

@@ -327,7 +327,7 @@ async function renderMessages(ctx, box) {
     clear(detail);
     append(detail, [
       h("div", { class: "msg-detail-head" }, badge(ev.performative, `perf perf-${cssToken(ev.performative)}`), " ",
-        `#${ev.seq} · ${ev.sender} → ${(ev.receivers || []).join(", ")}`),
+        eventLink(ev.seq), ` · ${ev.sender} → ${(ev.receivers || []).join(", ")}`),
       h("dl", { class: "msg-meta" },
         h("dt", {}, "conversation"), h("dd", {}, ev.conversation_id ?? "—"),
         h("dt", {}, "reply to"), h("dd", {}, ev.reply_to ?? "—"),
@@ -391,7 +391,7 @@ async function renderBdi(ctx, box) {
       const value = !entry ? "" : !entry.ok ? h("span", { class: "problems" }, `could not load: ${entry.error}`)
         : ev.value === undefined ? h("span", { class: "muted" }, "—") : expandable(entry.value, 90);
       tbody.appendChild(h("tr", { class: `bdi-update c-${cssToken(ev.component)} op-${cssToken(ev.op)}`, dataset: { seq: ev.seq, component: ev.component || "", op: ev.op || "" } },
-        h("td", { class: "muted" }, `#${ev.seq}`),
+        h("td", { class: "muted" }, eventLink(ev.seq)),
         h("td", {}, h("span", { class: `bdi-component c-${cssToken(ev.component)}` }, ev.component ?? "")),
         h("td", {}, h("span", { class: `bdi-op op-${cssToken(ev.op)}` }, ev.op ?? "")),
         h("td", { class: "bdi-key" }, shorten(ev.key ?? "", 80), ev.key && String(ev.key).length > 80 ? h("span", { class: "muted" }, " (cut)") : null),

@@ -460,3 +460,37 @@ def test_a_store_of_many_runs_draws_the_first_ones_then_all(
             sync_api.expect(rows).to_have_count(520)
         finally:
             context.close()
+
+
+def test_a_run_being_written_is_followed_live(world: dict[str, Any], tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = Store(root, create=True)
+    run = record("a live run", store=store, seed=3, durable=False, redactor=Redactor(env={}))
+    run.__enter__()
+    try:
+        run.effect("tool", {"name": "first", "args": {}}, lambda: 1)
+        with ViewerServer(root) as server:
+            context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            try:
+                page.goto(f"{server.base_url}/runs/{run.id}")
+                sync_api.expect(page.locator("#run-live")).to_be_visible()
+                rows = page.locator("#timeline .ev")
+                sync_api.expect(rows.first).to_be_visible()
+                before = rows.count()
+                run.effect("tool", {"name": "second", "args": {}}, lambda: 2)
+                sync_api.expect(rows).to_have_count(before + 1)
+                sync_api.expect(rows.last).to_contain_text("tool")
+                run.__exit__(None, None, None)
+                live = page.locator("#run-live")
+                sync_api.expect(live).to_contain_text("finished while you watched")
+                page.click("#run-live-reload")
+                sync_api.expect(page.locator("#run-live")).to_be_hidden()
+                sync_api.expect(page.locator("#summary .badge").first).to_have_text("completed")
+            finally:
+                context.close()
+    finally:
+        if not run.finished:
+            run.__exit__(None, None, None)
+        store.close()

@@ -127,7 +127,9 @@ async function runPage(root, runId) {
       .catch(() => {});
   }
 
-  const sections = [h("p", {}, h("a", { href: "/" }, "← all runs")), h("h1", {}, `Run ${id}`), summary];
+  const liveBox = h("div", { id: "run-live", hidden: detail.status !== "running" || OFFLINE },
+    badge("running", "running"), " this run is being written; new events appear in the timeline as they are recorded");
+  const sections = [h("p", {}, h("a", { href: "/" }, "← all runs")), h("h1", {}, `Run ${id}`), liveBox, summary];
   if (verify.ok === false || (verify.problems || []).length || (verify.notes || []).length) {
     const list = h("ul", { class: "problems", id: "verify-problems" });
     for (const p of verify.problems || []) list.appendChild(h("li", {}, `${p.what || "problem"}: ${p.detail || json(p)}`));
@@ -206,6 +208,7 @@ async function runPage(root, runId) {
   });
   await loadTimeline(state, timeline, more, timelineInfo);
   more.addEventListener("click", () => loadTimeline(state, timeline, more, timelineInfo));
+  if (detail.status === "running" && !OFFLINE) follow(state, timeline, timelineInfo, liveBox);
   if ("IntersectionObserver" in window) {
     new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) loadTimeline(state, timeline, more, timelineInfo);
@@ -226,6 +229,7 @@ async function loadTimeline(state, timeline, more, info) {
     if (generation !== state.generation) return;  // the filters changed meanwhile
     for (const ev of page.events) timeline.appendChild(eventRow(state, ev));
     state.next = page.next_offset;
+    state.loaded = page.offset + page.events.length;
     const shown = timeline.children.length;
     const of = state.query && page.all !== undefined ? ` (filtered from ${fmt(page.all)})` : "";
     info.textContent = `${shown} of ${page.total} events${of}` + (page.complete ? "" : " (the log is damaged after these)");
@@ -236,6 +240,35 @@ async function loadTimeline(state, timeline, more, info) {
   } finally {
     if (generation === state.generation) state.loading = false;
   }
+}
+
+// A run still being written: poll for the events recorded since, while the whole timeline is
+// shown unfiltered; stop when the run finishes (or its writer is gone) and say so.
+const FOLLOW_MS = 1500;
+
+function follow(state, timeline, info, liveBox) {
+  const timer = setInterval(async () => {
+    if (state.loading || state.query || state.next !== null) return;  // the reader is paging or filtering
+    try {
+      const page = await api(`/api/runs/${encodeURIComponent(state.id)}/events?offset=${state.loaded || 0}&limit=1000`);
+      if (state.loading || state.query || state.next !== null) return;
+      for (const ev of page.events) timeline.appendChild(eventRow(state, ev));
+      state.loaded = page.offset + page.events.length;
+      state.next = page.next_offset;
+      info.textContent = `${timeline.children.length} of ${page.total} events`;
+      applyCollapse(state, timeline);
+      const finished = page.events.find((ev) => ev.type === "run.finished");
+      if (finished) {
+        clearInterval(timer);
+        const reload = h("a", { href: location.pathname, id: "run-live-reload" }, "reload the page");
+        append(clear(liveBox), [badge(finished.status || "finished"),
+          " the run finished while you watched: ", reload, " to see its answer and evidence"]);
+      }
+    } catch (err) {
+      clearInterval(timer);
+      append(clear(liveBox), [badge("stopped following", "unchecked"), ` ${err.message || err}`]);
+    }
+  }, FOLLOW_MS);
 }
 
 function depthOf(span) {

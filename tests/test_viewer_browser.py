@@ -494,3 +494,28 @@ def test_a_run_being_written_is_followed_live(world: dict[str, Any], tmp_path: P
         if not run.finished:
             run.__exit__(None, None, None)
         store.close()
+
+
+def test_the_player_reads_like_a_react_loop(world: dict[str, Any], page: Any) -> None:
+    run_id = world["ids"]["demo"]
+    events = world["events"][run_id]
+    tools = [e for e in events if e["type"] == "effect" and e["kind"] == "tool"]
+    assert tools
+    name = tools[0]["request"]["value"]["name"] if "value" in tools[0]["request"] else None
+    page.goto(f"{world['base']}/runs/{run_id}")
+    body = page.locator("#player-body")
+    sync_api.expect(page.locator("#player-kind")).to_contain_text("thought")
+    # the model's thought names the tool it calls, as name(arguments)
+    sync_api.expect(body.locator(".step-call").first).to_contain_text("→ ")
+    sync_api.expect(body.locator("details.step-json")).to_have_count(1)
+    page.locator("h1").click()
+    page.keyboard.press("ArrowRight")
+    sync_api.expect(page.locator("#player-kind")).to_contain_text("action")
+    call = body.locator(".step-call")
+    sync_api.expect(call).to_contain_text("(")
+    if name is not None:
+        sync_api.expect(call).to_contain_text(name)
+    page.keyboard.press("ArrowRight")
+    sync_api.expect(page.locator("#player-kind")).to_contain_text("observation")
+    sync_api.expect(body).not_to_have_text("loading…")
+    assert not page.errors  # type: ignore[attr-defined]

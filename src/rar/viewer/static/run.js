@@ -497,6 +497,47 @@ async function renderPanels(ctx, container) {
   container.dataset.ready = "1";
 }
 
+// A tool call's arguments on one line (a JSON string is parsed first).
+function argsText(args) {
+  let value = args;
+  if (typeof args === "string") {
+    try { value = JSON.parse(args); } catch (err) { return args; }
+  }
+  return value === undefined ? "" : JSON.stringify(value);
+}
+
+// What a step says, the way a reader follows a ReAct loop, then the recorded JSON folded away.
+function stepView(step, value) {
+  const parts = [];
+  if (step.kind === "thought" && value && typeof value === "object" && value.response) {
+    const r = value.response;
+    if (r.reasoning) parts.push(h("div", { class: "step-reasoning" }, h("span", { class: "muted" }, "reasoning: "), String(r.reasoning)));
+    if (r.content) parts.push(h("div", { class: "step-text" }, typeof r.content === "string" ? r.content : json(r.content)));
+    for (const call of r.tool_calls || []) {
+      parts.push(h("div", { class: "step-call" }, "→ ", h("strong", {}, String(call.name)), `(${argsText(call.arguments)})`));
+    }
+    if (!parts.length) parts.push(h("div", { class: "muted" }, "(the model said nothing)"));
+  } else if (step.kind === "action" && value && typeof value === "object" && value.name !== undefined) {
+    parts.push(h("div", { class: "step-call" }, h("strong", {}, String(value.name)), `(${argsText(value.args)})`));
+  } else if (step.kind === "observation") {
+    if (typeof value === "string") parts.push(h("div", { class: "step-text" }, value));
+    else if (value && typeof value === "object" && "content" in value) {
+      parts.push(h("div", { class: "step-text" }, typeof value.content === "string" ? value.content : json(value.content)));
+    }
+  } else if (step.kind === "message" && step.ev) {
+    parts.push(h("div", { class: "step-call" }, h("strong", {}, String(step.ev.performative)),
+      ` ${step.ev.sender} → ${(step.ev.receivers || []).join(", ")}`));
+    const inner = value && typeof value === "object" && "content" in value ? value.content : value;
+    parts.push(h("pre", { class: "step-raw" }, json(inner)));
+    return parts;
+  } else if (step.kind === "answer" && typeof value === "string") {
+    parts.push(renderMarkdown(value));
+  }
+  const raw = h("pre", { class: "step-raw" }, json(value));
+  if (!parts.length) return [raw];
+  return [...parts, h("details", { class: "step-json" }, h("summary", {}, "as recorded (JSON)"), raw)];
+}
+
 function buildPlayer(id, events, result, box) {
   const steps = [];
   for (const ev of events) {
@@ -518,7 +559,7 @@ function buildPlayer(id, events, result, box) {
   const next = h("button", { type: "button", id: "player-next" }, "next →");
   const where = h("span", { class: "muted", id: "player-pos" });
   const kind = h("div", { class: "step-kind", id: "player-kind" });
-  const body = h("pre", { id: "player-body" });
+  const body = h("div", { id: "player-body" });
   append(box, [h("div", { class: "controls" }, prev, play, next, where,
     h("span", { class: "muted" }, "(← / → keys)")), kind, body]);
 
@@ -529,12 +570,13 @@ function buildPlayer(id, events, result, box) {
     if (step.ev) {
       append(kind, [`${step.kind} · `, eventLink(step.ev.seq, `event #${step.ev.seq}`), step.ev.span ? ` · ${step.ev.span}` : ""]);
     } else kind.textContent = step.kind;
-    if (!step.ev) { body.textContent = json(step.value); return; }
-    if (!step.field) { body.textContent = json(step.ev.error || null); return; }
+    const render = (value) => append(clear(body), stepView(step, value));
+    if (!step.ev) { render(step.value); return; }
+    if (!step.field) { append(clear(body), [h("div", { class: "problems" }, "the tool failed:"), h("pre", {}, json(step.ev.error || null))]); return; }
     body.textContent = "loading…";
     const want = at;
     payloadValue(id, step.ev, step.field)
-      .then((v) => { if (want === at) body.textContent = json(v); })
+      .then((v) => { if (want === at) render(v); })
       .catch((err) => { if (want === at) body.textContent = `could not load: ${err.message}`; });
   }
   function go(delta) { at = Math.max(0, Math.min(steps.length - 1, at + delta)); show(); }

@@ -11,28 +11,20 @@ from typing import Any
 
 import httpx2
 import pytest
-from tests.servers._local import LocalServer
 
+from browser import ViewerServer
 from rar.demo import run_demo
 from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store
-from rar.viewer import SECURITY_HEADERS, create_app, host_warning, is_loopback
-from rar.viewer.app import ARTIFACT_CSP
+from rar.viewer import SECURITY_HEADERS, host_warning, is_loopback
+from rar.viewer.artifacts import ARTIFACT_CSP
 
 BIG_EVENTS = 1100
 FIGURE = (
     b'<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4">'
     b'<rect width="4" height="4"/></svg>'
 )
-
-
-class ViewerServer(LocalServer[Any, Any]):
-    _label = "viewer"
-
-    def __init__(self, root: Path) -> None:
-        super().__init__([])
-        self.app = create_app(root)
 
 
 def _runs_with_config(store: Store) -> dict[str, str]:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.servers._local import LocalServer
 
-from browser import CHROMIUM, launch_chromium
+from browser import CHROMIUM, ViewerServer, launch_chromium, new_page
 from rar.demo import run_demo
 from rar.evidence import demo_corpus_path
 from rar.redaction import Redactor
@@ -21,7 +20,6 @@ from rar.replay import replay
 from rar.runtime.start import record
 from rar.science.runtime import ask_question
 from rar.store.store import Store
-from rar.viewer import create_app
 
 if not CHROMIUM.exists():
     pytest.skip(
@@ -35,15 +33,6 @@ sync_api = pytest.importorskip(
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 IMG = '<img src=x onerror="window.__xss=1">'
 SCRIPT = "<script>window.__xss=2</script>"
-TIMEOUT_MS = 10_000
-
-
-class ViewerServer(LocalServer[Any, Any]):
-    _label = "viewer"
-
-    def __init__(self, root: Path) -> None:
-        super().__init__([])
-        self.app = create_app(root)
 
 
 def _record_runs(store: Store) -> dict[str, str]:
@@ -136,18 +125,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def page(world: dict[str, Any]) -> Iterator[Any]:
-    context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type == "error" else None,
-    )
-    page.errors = errors  # type: ignore[attr-defined]
-    yield page
-    context.close()
+    with new_page(world["browser"]) as page:
+        yield page
 
 
 def test_run_list_shows_recorded_runs(world: dict[str, Any], page: Any) -> None:
@@ -443,23 +422,17 @@ def test_a_store_of_many_runs_draws_the_first_ones_then_all(
         with run:
             run.effect("tool", {"name": "lookup", "args": {"i": i}}, lambda i=i: i)
     store.close()
-    with ViewerServer(root) as server:
-        context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        try:
-            page.goto(server.base_url + "/")
-            rows = page.locator("#runs tbody tr.run-row")
-            sync_api.expect(rows).to_have_count(500)
-            sync_api.expect(page.locator("#runs-count")).to_have_text("520 of 520 runs")
-            page.fill("#filter", "tiny run 51")  # 51, 510..519: all drawn
-            sync_api.expect(rows).to_have_count(11)
-            page.fill("#filter", "")
-            sync_api.expect(rows).to_have_count(500)
-            page.click("#show-all-runs")
-            sync_api.expect(rows).to_have_count(520)
-        finally:
-            context.close()
+    with ViewerServer(root) as server, new_page(world["browser"]) as page:
+        page.goto(server.base_url + "/")
+        rows = page.locator("#runs tbody tr.run-row")
+        sync_api.expect(rows).to_have_count(500)
+        sync_api.expect(page.locator("#runs-count")).to_have_text("520 of 520 runs")
+        page.fill("#filter", "tiny run 51")  # 51, 510..519: all drawn
+        sync_api.expect(rows).to_have_count(11)
+        page.fill("#filter", "")
+        sync_api.expect(rows).to_have_count(500)
+        page.click("#show-all-runs")
+        sync_api.expect(rows).to_have_count(520)
 
 
 def test_a_run_being_written_is_followed_live(world: dict[str, Any], tmp_path: Path) -> None:
@@ -469,27 +442,21 @@ def test_a_run_being_written_is_followed_live(world: dict[str, Any], tmp_path: P
     run.__enter__()
     try:
         run.effect("tool", {"name": "first", "args": {}}, lambda: 1)
-        with ViewerServer(root) as server:
-            context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
-            page = context.new_page()
-            page.set_default_timeout(TIMEOUT_MS)
-            try:
-                page.goto(f"{server.base_url}/runs/{run.id}")
-                sync_api.expect(page.locator("#run-live")).to_be_visible()
-                rows = page.locator("#timeline .ev")
-                sync_api.expect(rows.first).to_be_visible()
-                before = rows.count()
-                run.effect("tool", {"name": "second", "args": {}}, lambda: 2)
-                sync_api.expect(rows).to_have_count(before + 1)
-                sync_api.expect(rows.last).to_contain_text("tool")
-                run.__exit__(None, None, None)
-                live = page.locator("#run-live")
-                sync_api.expect(live).to_contain_text("finished while you watched")
-                page.click("#run-live-reload")
-                sync_api.expect(page.locator("#run-live")).to_be_hidden()
-                sync_api.expect(page.locator("#summary .badge").first).to_have_text("completed")
-            finally:
-                context.close()
+        with ViewerServer(root) as server, new_page(world["browser"]) as page:
+            page.goto(f"{server.base_url}/runs/{run.id}")
+            sync_api.expect(page.locator("#run-live")).to_be_visible()
+            rows = page.locator("#timeline .ev")
+            sync_api.expect(rows.first).to_be_visible()
+            before = rows.count()
+            run.effect("tool", {"name": "second", "args": {}}, lambda: 2)
+            sync_api.expect(rows).to_have_count(before + 1)
+            sync_api.expect(rows.last).to_contain_text("tool")
+            run.__exit__(None, None, None)
+            live = page.locator("#run-live")
+            sync_api.expect(live).to_contain_text("finished while you watched")
+            page.click("#run-live-reload")
+            sync_api.expect(page.locator("#run-live")).to_be_hidden()
+            sync_api.expect(page.locator("#summary .badge").first).to_have_text("completed")
     finally:
         if not run.finished:
             run.__exit__(None, None, None)

@@ -8,15 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.servers._local import LocalServer
 
-from browser import CHROMIUM, launch_chromium
+from browser import CHROMIUM, ViewerServer, launch_chromium, new_page
 from rar.redaction import Redactor
 from rar.replay.diff import diff_runs
 from rar.runtime.run import Run
 from rar.runtime.start import record
 from rar.store.store import Store
-from rar.viewer import create_app
 
 if not CHROMIUM.exists():
     pytest.skip(
@@ -31,18 +29,9 @@ expect = sync_api.expect
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 IMG = '<img src=x onerror="window.__xss=1">'
 SCRIPT = "<script>window.__xss=2</script>"
-TIMEOUT_MS = 10_000
 ANSWER_A = "The answer is 42.\nIt was found by search.\nDone."
 ANSWER_B = "The answer is 43.\nIt was found by search.\nDone."
 BIG_STEPS, BIG_DIVERGES_AT = 1600, 1300
-
-
-class ViewerServer(LocalServer[Any, Any]):
-    _label = "viewer"
-
-    def __init__(self, root: Path) -> None:
-        super().__init__([])
-        self.app = create_app(root)
 
 
 def _run(
@@ -122,15 +111,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def page(world: dict[str, Any]) -> Iterator[Any]:
-    context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.errors = errors  # type: ignore[attr-defined]
-    yield page
-    context.close()
+    with new_page(world["browser"]) as page:
+        yield page
 
 
 def _open(world: dict[str, Any], page: Any, a: str, b: str) -> None:

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.servers._local import LocalServer
 
-from browser import CHROMIUM, launch_chromium
+from browser import CHROMIUM, ViewerServer, launch_chromium, new_page
 from rar.agents import (
     ACLMessage,
     ArgumentationFramework,
@@ -30,7 +29,6 @@ from rar.agents import (
 from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store
-from rar.viewer import create_app
 
 if not CHROMIUM.exists():
     pytest.skip(
@@ -56,14 +54,6 @@ def as_json(text: str) -> str:
 TIMEOUT_MS = 15_000
 KISSINGER = "What activation energy do the Kissinger DSC data in the corpus give?"
 HAS_SANDBOX = shutil.which("bwrap") is not None
-
-
-class ViewerServer(LocalServer[Any, Any]):
-    _label = "viewer"
-
-    def __init__(self, root: Path) -> None:
-        super().__init__([])
-        self.app = create_app(root)
 
 
 def _xss_run(store: Store) -> str:
@@ -176,15 +166,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def page(world: dict[str, Any]) -> Iterator[Any]:
-    context = world["browser"].new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.errors = errors  # type: ignore[attr-defined]
-    yield page
-    context.close()
+    with new_page(world["browser"], timeout_ms=TIMEOUT_MS) as page:
+        yield page
 
 
 def _open(world: dict[str, Any], page: Any, name: str) -> None:

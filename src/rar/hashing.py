@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from decimal import Decimal
 from typing import Any, Final
 
@@ -64,15 +65,12 @@ def digest_bytes(data: bytes) -> str:
     return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
 
 
+_DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def is_digest(text: object) -> bool:
-    """True when ``text`` is a well-formed tagged digest."""
-    if not isinstance(text, str) or len(text) != 71 or not text.startswith(DIGEST_PREFIX):
-        return False
-    try:
-        int(text[7:], 16)
-    except ValueError:
-        return False
-    return text[7:] == text[7:].lower()
+    """True when ``text`` is a well-formed tagged digest: ``sha256:`` and 64 lowercase hex."""
+    return isinstance(text, str) and _DIGEST_RE.fullmatch(text) is not None
 
 
 class Canonical:

@@ -37,6 +37,8 @@ from typing import Any
 import orjson
 
 from rar.errors import RarError
+from rar.hashing import is_digest
+from rar.store.payloads import is_payload_ref
 
 FORMAT = "rar-html-export/2"
 PAYLOAD_CAP = 256 * 1024
@@ -50,7 +52,6 @@ PICTURE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp",
 # the values the page needs whole (the answer and its anchors drive the evidence chain)
 _WHOLE = {("run.finished", "result"), ("evidence", "anchors")}
 _CHAIN = "$chain"
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PLAIN_RE = re.compile(r'<script type="application/json" id="rar-data">(.*?)</script>', re.S)
 _GZ_RE = re.compile(
     r'<script type="application/octet-stream" id="rar-data-gz">([A-Za-z0-9+/=\s]*)</script>'
@@ -61,15 +62,6 @@ def _static_dir() -> Path:
     from rar.viewer.app import STATIC_DIR
 
     return Path(STATIC_DIR)
-
-
-def _is_ref(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("digest"), str)
-        and value["digest"].startswith("sha256:")
-        and "size" in value
-    )
 
 
 def _dumps(value: Any) -> str:
@@ -87,7 +79,7 @@ def _cut(raw: bytes, cap: int) -> str:
 
 
 def _digest(value: Any) -> str | None:
-    return value if isinstance(value, str) and _DIGEST.fullmatch(value) else None
+    return value if is_digest(value) else None
 
 
 class _Blobs:
@@ -219,15 +211,15 @@ def _artifacts(
 
 def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str, Any]:
     """The document embedded in the page (see the module's docstring)."""
-    from rar.viewer.app import Viewer, build_run_detail
+    from rar.viewer.reading import StoreReader, build_run_detail
 
-    detail, log = build_run_detail(Viewer(Path(store.root)), store, run_id)
+    detail, log = build_run_detail(StoreReader(Path(store.root)), store, run_id)
     blobs = _Blobs(store, cap)
     events = []
     for event in log.events:
         copy = dict(event)
         for name, ref in event.items():
-            if _is_ref(ref):
+            if is_payload_ref(ref):
                 number = blobs.add_ref(ref, whole=(event.get("type"), name) in _WHOLE)
                 if number is not None:
                     copy[name] = {**ref, "@": number}
@@ -257,7 +249,7 @@ def embedded_payload(data: dict[str, Any], seq: int, field: str) -> Any:
     """The plain value of event ``seq``'s payload ``field`` read from an export's document, as
     the page reads it (``ValueError`` when it is not in the export)."""
     event = next((e for e in data["events"]["events"] if e.get("seq") == seq), None)
-    if event is None or not _is_ref(event.get(field)):
+    if event is None or not is_payload_ref(event.get(field)):
         raise ValueError(f"event {seq} has no payload {field!r} in this export")
     ref = event[field]
     if "value" in ref:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import marshal
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import orjson
 
 from rar.errors import CorruptionError
-from rar.hashing import Canonical
+from rar.hashing import Canonical, is_digest
 from rar.redaction import Redactor
 
 CHAIN_KEY: Final = "$chain"
@@ -37,6 +37,11 @@ _PLAIN_CACHE_BYTES: Final = 64 << 20
 
 PutBlob = Callable[[str, bytes], None]
 GetBlob = Callable[[str], bytes]
+
+
+def is_payload_ref(value: Any) -> TypeGuard[dict[str, Any]]:
+    """True for a payload reference as events hold it: ``{"digest", "size"[, "value"]}``."""
+    return isinstance(value, dict) and is_digest(value.get("digest")) and "size" in value
 
 
 class Linker:

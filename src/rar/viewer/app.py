@@ -33,9 +33,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +42,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,11 +53,24 @@ from rar.errors import (
     RarError,
     RunNotFoundError,
 )
-from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
-from rar.store.lock import is_locked
-from rar.store.log import iter_lines, read_tail
+from rar.hashing import is_digest
+from rar.store.payloads import is_payload_ref
 from rar.store.store import Store
+from rar.viewer.artifacts import artifact_response, recorded_artifacts
+from rar.viewer.http import ApiError
+from rar.viewer.http import error_response as _error
+from rar.viewer.http import json_response as _json
 from rar.viewer.net import LOOPBACK_HOSTS
+from rar.viewer.reading import StoreReader, build_run_detail, event_matcher, replay_report
+
+__all__ = [
+    "SCRIPTS",
+    "SECURITY_HEADERS",
+    "STATIC_DIR",
+    "STYLES",
+    "Viewer",
+    "create_app",
+]
 
 SECURITY_HEADERS: dict[str, str] = {
     "Content-Security-Policy": (
@@ -71,8 +82,6 @@ SECURITY_HEADERS: dict[str, str] = {
 }
 MAX_EVENTS_PAGE = 1000
 DEFAULT_EVENTS_PAGE = 200
-ARTIFACTS_DIR = "artifacts"
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?Z?)?")
 _SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
@@ -129,38 +138,6 @@ def _not_found_page(ref: str) -> str:
 """
 
 
-# --- errors --------------------------------------------------------------------------------------
-
-
-class ApiError(Exception):
-    """An answer other than 200, as JSON."""
-
-    def __init__(self, status: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
-        self.message = message
-
-    def response(self) -> JSONResponse:
-        return _error(self.status, self.error, self.message)
-
-
-def _error(status: int, error: str, message: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": error, "message": message, "home": "/"},
-        status_code=status,
-    )
-
-
-def _json(data: Any, status: int = 200) -> Response:
-    # orjson: events hold big ints and non-ASCII text; OPT_NON_STR_KEYS for stats dicts
-    return Response(
-        orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS),
-        status_code=status,
-        media_type="application/json",
-    )
-
-
 class SecurityHeaders:
     """Adds :data:`SECURITY_HEADERS` to every answer; an unexpected error becomes a JSON 500."""
 
@@ -206,82 +183,9 @@ class SecurityHeaders:
 _LOWER_SECURITY = {name.lower() for name in SECURITY_HEADERS}
 
 
-# --- reading runs without writing them ------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class LogRead:
-    """A run's events up to the first damaged line."""
-
-    events: list[dict[str, Any]]
-    problems: list[dict[str, Any]] = field(default_factory=list)
-    torn_bytes: int = 0
-
-    @property
-    def complete(self) -> bool:
-        return not self.problems
-
-
-def read_log(path: Path) -> LogRead:
-    """Every event of a log that parses; reading stops at the first malformed line."""
-    if not path.is_file():
-        return LogRead([])
-    events: list[dict[str, Any]] = []
-    for raw in iter_lines(path):
-        try:
-            event = orjson.loads(raw.data)
-        except orjson.JSONDecodeError as exc:
-            return LogRead(events, [_line_problem(raw.number, f"not valid JSON ({exc})")])
-        if not isinstance(event, dict) or "type" not in event or "seq" not in event:
-            return LogRead(events, [_line_problem(raw.number, "not an event")])
-        events.append(event)
-    try:
-        torn = read_tail(path).torn_bytes
-    except CorruptionError:
-        torn = 0
-    return LogRead(events, torn_bytes=torn)
-
-
-def _line_problem(line: int, detail: str) -> dict[str, Any]:
-    return {"what": "malformed-line", "detail": f"line {line} of the log is {detail}", "line": line}
-
-
-LOG_CACHE_SIZE = 4
-"""Parsed logs kept by the viewer (the most recently read ones), so paging through a big run
-reads its log once, not once per page."""
-
-
-@dataclass(slots=True)
-class _Caches:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    logs: dict[str, tuple[tuple[int, ...], LogRead]] = field(default_factory=dict)
-    verify: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = field(default_factory=dict)
-    manifests: dict[str, tuple[tuple[int, ...], dict[str, Any] | None]] = field(
-        default_factory=dict
-    )
-
-
-def _stat_key(*paths: Path) -> tuple[int, ...]:
-    key: list[int] = []
-    for path in paths:
-        try:
-            st = path.stat()
-            key += [st.st_size, st.st_mtime_ns, st.st_ino]
-        except OSError:
-            key += [-1, -1, -1]
-    return tuple(key)
-
-
-class Viewer:
-    """What the routes share: the store's path and caches. A :class:`Store` is opened per
-    request (its index connection belongs to one thread)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.caches = _Caches()
-
-    def open(self) -> Store:
-        return Store(self.root)
+class Viewer(StoreReader):
+    """What the routes share: the reader over the store, and turning store errors into
+    answers."""
 
     def with_store(self, action: Callable[[Store], Response]) -> Response:
         store = self.open()
@@ -318,111 +222,6 @@ class Viewer:
             raise RunNotFoundError(ref, store.root) from None
         return run_id
 
-    def log(self, store: Store, run_id: str) -> LogRead:
-        """The run's events (:func:`read_log`), cached until the log file changes."""
-        path = store.run_dir(run_id) / EVENTS_NAME
-        key = _stat_key(path)
-        with self.caches.lock:
-            cached = self.caches.logs.get(run_id)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        log = read_log(path)
-        with self.caches.lock:
-            self.caches.logs.pop(run_id, None)
-            self.caches.logs[run_id] = (key, log)
-            while len(self.caches.logs) > LOG_CACHE_SIZE:
-                self.caches.logs.pop(next(iter(self.caches.logs)))
-        return log
-
-    def manifest_data(self, store: Store, run_id: str) -> dict[str, Any] | None:
-        """The manifest as stored (raw JSON), cached by the file's size and mtime."""
-        path = store.run_dir(run_id) / MANIFEST_NAME
-        key = _stat_key(path)
-        with self.caches.lock:
-            cached = self.caches.manifests.get(run_id)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        try:
-            data = orjson.loads(path.read_bytes())
-            value = data if isinstance(data, dict) else None
-        except (OSError, orjson.JSONDecodeError):
-            value = None
-        with self.caches.lock:
-            self.caches.manifests[run_id] = (key, value)
-        return value
-
-    def verification(self, store: Store, run_id: str) -> dict[str, Any]:
-        """``verify_store`` for one run, cached until its log or manifest changes.
-
-        A log with a torn last line is not verified here: ``verify`` would repair it (a write),
-        and the viewer never writes run files.
-        """
-        run_dir = store.run_dir(run_id)
-        log = run_dir / EVENTS_NAME
-        key = _stat_key(log, run_dir / MANIFEST_NAME)
-        with self.caches.lock:
-            cached = self.caches.verify.get(run_id)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        try:
-            torn = read_tail(log).torn_bytes if log.exists() else 0
-        except CorruptionError:
-            torn = 0
-        if torn and not is_locked(run_dir):
-            result: dict[str, Any] = {
-                "ok": None,
-                "checked": False,
-                "problems": [],
-                "notes": [
-                    f"the log ends with a torn line ({torn} bytes never acknowledged); "
-                    f"`rar verify {run_id}` repairs it and checks the run"
-                ],
-            }
-        else:
-            from rar.store.verify import verify_store
-
-            report = verify_store(store, [run_id]).as_dict()
-            result = {
-                "ok": report["ok"],
-                "checked": True,
-                "problems": report["problems"],
-                "notes": report["notes"],
-                "blobs": report["blobs"],
-                "events": report["events"],
-            }
-        with self.caches.lock:
-            self.caches.verify[run_id] = (key, result)
-        return result
-
-    def run_row(self, store: Store, row: Any) -> dict[str, Any]:
-        manifest = self.manifest_data(store, row.run_id) or {}
-        config = manifest.get("config")
-        config = config if isinstance(config, dict) else {}
-        return {
-            "id": row.run_id,
-            "status": store.display_status(row),
-            "goal": row.goal,
-            "created_at": row.created_at,
-            "finished_at": row.finished_at,
-            "events": row.events,
-            "parent": row.parent,
-            "mode": _scalar(config.get("mode")),
-            "model": _scalar(config.get("model")) or _first_model(manifest),
-            "url": f"/api/runs/{row.run_id}",
-        }
-
-
-def _first_model(manifest: dict[str, Any]) -> str | None:
-    models = manifest.get("models")
-    if isinstance(models, list) and models and isinstance(models[0], dict):
-        name = models[0].get("model")
-        return str(name) if name is not None else None
-    return None
-
-
-def _scalar(value: Any) -> Any:
-    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
-
 
 def _int_param(request: Request, name: str, default: int, *, minimum: int = 0) -> int:
     raw = request.query_params.get(name)
@@ -447,115 +246,13 @@ def _sorted_runs(runs: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
     return sorted(by_time, key=lambda r: (r[key] or "").lower(), reverse=reverse)
 
 
-def _event_type(event: dict[str, Any]) -> str:
-    kind = str(event.get("type"))
-    return f"effect:{event.get('kind')}" if kind == "effect" else kind
-
-
 def _event_filter(request: Request) -> Callable[[dict[str, Any]], bool] | None:
-    """The events' ``?type=`` (``effect``, ``effect:llm``, ``message``, …), ``?agent=`` and
-    ``?span=`` (a span path and everything under it) filters, or None for every event."""
-    kind = request.query_params.get("type") or ""
-    agent = request.query_params.get("agent") or ""
-    span = request.query_params.get("span") or ""
-    if not (kind or agent or span):
-        return None
-
-    def wanted(event: dict[str, Any]) -> bool:
-        if kind and kind not in (str(event.get("type")), _event_type(event)):
-            return False
-        if agent and event.get("agent") != agent:
-            return False
-        where = str(event.get("span") or "run")
-        return not span or where == span or where.startswith(span + "/")
-
-    return wanted
-
-
-def _event_types(events: Iterable[dict[str, Any]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for event in events:
-        kind = _event_type(event)
-        counts[kind] = counts.get(kind, 0) + 1
-    return counts
+    """The events' ``?type=``, ``?agent=`` and ``?span=`` filters (see :func:`event_matcher`)."""
+    query = request.query_params
+    return event_matcher(query.get("type") or "", query.get("agent") or "", query.get("span") or "")
 
 
 # --- routes --------------------------------------------------------------------------------------
-
-
-def build_run_detail(viewer: Viewer, store: Store, run_id: str) -> tuple[dict[str, Any], LogRead]:
-    """What ``/api/runs/{id}`` answers (a damaged run answers with its problems), and the log."""
-    problems: list[dict[str, Any]] = []
-    manifest: dict[str, Any] | None = None
-    try:
-        manifest = store.manifest(run_id).model_dump(mode="json")
-    except RarError as exc:
-        problems.append({"what": "manifest", "detail": exc.message})
-    log = viewer.log(store, run_id)
-    verify = viewer.verification(store, run_id)
-    if log.problems and verify.get("ok") is not False:
-        verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
-    if problems:
-        verify = {**verify, "ok": False, "problems": [*problems, *verify["problems"]]}
-    row = store.row_from_files(run_id)
-    anchors = _anchor_check(store, run_id, log.events)
-    replay = _replay_report(store, log.events)
-    detail = {
-        "id": run_id,
-        "status": store.display_status(row) if row is not None else None,
-        "manifest": manifest,
-        "summary": {
-            "events": len(log.events),
-            "complete": log.complete,
-            "torn_bytes": log.torn_bytes,
-            "event_types": _event_types(log.events),
-            "agents": sorted({str(e["agent"]) for e in log.events if e.get("agent")}),
-            "stats": (manifest or {}).get("stats", {}),
-            "parent": ((manifest or {}).get("parent") or {}).get("run_id"),
-        },
-        "verify": verify,
-        "anchors": anchors,
-        "replay": replay,
-        "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
-    }
-    return detail, log
-
-
-REPLAY_FIELDS = ("replay_status", "mode", "served", "live", "mismatched", "result_equal")
-
-
-def _replay_report(store: Store, events: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The report of the run's ``replay`` event (a run that is a replay), shortened."""
-    event = next((e for e in reversed(events) if e.get("type") == "replay"), None)
-    if event is None:
-        return None
-    try:
-        report = store.resolve_payload(event.get("report"))
-    except RarError as exc:
-        return {"replay_status": None, "error": exc.message, "seq": event.get("seq")}
-    if not isinstance(report, dict):
-        return None
-    first = report.get("first_divergence")
-    return {
-        **{key: report.get(key) for key in REPLAY_FIELDS},
-        "unconsumed": len(report.get("unconsumed") or []),
-        "first_divergence": (
-            {k: first.get(k) for k in ("span", "ordinal", "kind", "reason")}
-            if isinstance(first, dict)
-            else None
-        ),
-        "seq": event.get("seq"),
-    }
-
-
-def _anchor_check(store: Store, run_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether each cited passage still matches its content hash in the corpus, now."""
-    from rar.evidence.runs import check_anchors
-
-    try:
-        return check_anchors(store, run_id, events).as_dict()
-    except RarError as exc:
-        return {"checked": False, "corpus": None, "error": exc.message, "anchors": {}}
 
 
 def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = None) -> Starlette:
@@ -663,7 +360,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             for row in store.list_runs():
                 if row.parent != run_id:
                     continue
-                report = _replay_report(store, viewer.log(store, row.run_id).events)
+                report = replay_report(store, viewer.log(store, row.run_id).events)
                 found.append(
                     {
                         "id": row.run_id,
@@ -707,7 +404,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
     def blob(request: Request) -> Response:
         digest = request.path_params["digest"]
-        if not _DIGEST.fullmatch(digest):
+        if not is_digest(digest):
             return _error(400, "bad-digest", "a digest is sha256: followed by 64 lowercase hex")
 
         def action(store: Store) -> Response:
@@ -738,7 +435,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             if event is None:
                 raise ApiError(404, "event-not-found", f"run {run_id} has no event {seq}")
             value = event.get(name)
-            if not isinstance(value, dict) or not _DIGEST.fullmatch(str(value.get("digest"))):
+            if not is_payload_ref(value):
                 raise ApiError(404, "not-a-payload", f"event {seq} has no payload {name!r}")
             return _json(
                 {
@@ -758,8 +455,8 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
         def action(store: Store) -> Response:
             run_id = viewer.resolve(store, ref)
-            recorded = _recorded_artifacts(viewer.log(store, run_id).events)
-            return _artifact_response(store.run_dir(run_id), rel, recorded.get(rel))
+            recorded = recorded_artifacts(viewer.log(store, run_id).events)
+            return artifact_response(store.run_dir(run_id), rel, recorded.get(rel))
 
         return viewer.with_store(action)
 
@@ -812,95 +509,3 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
     )
     app.state.viewer = viewer
     return app
-
-
-# --- artifacts -----------------------------------------------------------------------------------
-
-
-INLINE_MEDIA_TYPES = frozenset(
-    {"image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml", "text/plain"}
-)
-"""Artifact types the viewer shows inline (pictures as ``<img>``); anything else downloads."""
-ARTIFACT_CSP = (
-    "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox; "
-    "frame-ancestors 'none'"
-)
-"""The policy of an artifact answer: even an SVG opened on its own runs no script."""
-
-
-def _recorded_artifacts(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """name → the last ``artifact`` event recording it."""
-    found: dict[str, dict[str, Any]] = {}
-    for event in events:
-        if event.get("type") == "artifact" and isinstance(event.get("name"), str):
-            found[event["name"]] = event
-    return found
-
-
-def _artifact_response(
-    run_dir: Path, rel: str, recorded: dict[str, Any] | None = None
-) -> Response:
-    """A regular file under ``run_dir/artifacts``, every component checked with ``lstat``.
-
-    A file the run recorded (``recorded``: its ``artifact`` event) is re-hashed and refused
-    (409) when it no longer matches the recorded digest; pictures of a type in
-    :data:`INLINE_MEDIA_TYPES` are answered inline, anything else (or anything unrecorded) as an
-    ``application/octet-stream`` download."""
-    if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/"):
-        raise ApiError(400, "bad-path", "an artifact path is relative, with / separators")
-    parts = rel.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        raise ApiError(400, "bad-path", "an artifact path may not contain '.', '..' or '//'")
-    current = run_dir / ARTIFACTS_DIR
-    chain = [current]
-    for part in parts:
-        current = current / part
-        chain.append(current)
-    for step, path in enumerate(chain):
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
-            raise ApiError(404, "artifact-not-found", f"no artifact {rel!r}") from None
-        last = step == len(chain) - 1
-        if stat.S_ISLNK(mode):
-            raise ApiError(404, "artifact-not-found", f"{rel!r} passes through a symbolic link")
-        if (not last and not stat.S_ISDIR(mode)) or (last and not stat.S_ISREG(mode)):
-            raise ApiError(404, "artifact-not-found", f"no regular file {rel!r} in artifacts")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(current, flags)
-    except OSError:
-        raise ApiError(404, "artifact-not-found", f"no artifact {rel!r}") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ApiError(404, "artifact-not-found", f"no regular file {rel!r} in artifacts")
-        data = handle.read()
-    name = parts[-1].replace('"', "")
-    media_type = "application/octet-stream"
-    disposition = "attachment"
-    if recorded is not None:
-        from rar.hashing import digest_bytes
-
-        if digest_bytes(data) != recorded.get("digest"):
-            raise ApiError(
-                409,
-                "artifact-changed",
-                f"artifact {rel!r} no longer matches the digest recorded at event "
-                f"#{recorded.get('seq')}; `rar verify` reports the run",
-            )
-        if recorded.get("media_type") in INLINE_MEDIA_TYPES:
-            media_type = str(recorded["media_type"])
-            disposition = "inline"
-    return Response(
-        data,
-        media_type=media_type,
-        headers={
-            "Content-Disposition": f'{disposition}; filename="{_ascii(name)}"',
-            "Content-Security-Policy": ARTIFACT_CSP,
-        },
-    )
-
-
-def _ascii(name: str) -> str:
-    cleaned = "".join(c if 32 <= ord(c) < 127 else "_" for c in name)
-    return cleaned or "artifact"

@@ -197,7 +197,7 @@ const DIFF_VIEW = (() => {
   // --- side by side ----------------------------------------------------------------------------
 
   function newSide(runId) {
-    return { id: runId, events: new Map(), payloads: new Map(), all: false, queue: Promise.resolve() };
+    return { id: runId, events: new Map(), all: false, queue: Promise.resolve() };
   }
 
   // Load the events with these seqs (a page of up to 1000 from seq - 1 on; the whole log when
@@ -227,19 +227,6 @@ const DIFF_VIEW = (() => {
       offset = got.next_offset;
     }
     side.all = true;
-  }
-
-  // The plain value of a payload field, cached per run (core.js's cache is keyed by seq only).
-  function payload(side, ev, field) {
-    const ref = ev[field];
-    if (!isPayloadRef(ref)) return Promise.resolve(ref);
-    if ("value" in ref) return Promise.resolve(ref.value);
-    const key = `${ev.seq}:${field}`;
-    if (!side.payloads.has(key)) {
-      const q = new URLSearchParams({ run: side.id, seq: String(ev.seq), field });
-      side.payloads.set(key, api(`/api/payload?${q}`).then((got) => got.value));
-    }
-    return side.payloads.get(key);
   }
 
   function inline(ref) {
@@ -515,7 +502,7 @@ const DIFF_VIEW = (() => {
     for (const field of fields) {
       const pre = h("pre", { class: `payload payload-${cls(field)}` }, "loading…");
       append(box, [h("div", { class: "muted" }, `${field} (${ev[field].size} bytes)`), pre]);
-      payload(side, ev, field)
+      payloadValue(side.id, ev, field)
         .then((value) => { pre.textContent = json(value); })
         .catch((err) => { pre.textContent = `could not load: ${err.message}`; });
     }

@@ -33,11 +33,15 @@ function cost(llm) {
   return `$${Number(llm.cost).toFixed(4)}`;
 }
 
+function replayBadge(status) {
+  const kind = status === "reproducible" ? "ok" : status === "non-reproducible" ? "bad" : "unchecked";
+  return badge(status || "unknown", kind);
+}
+
 // This run's own replay report (it is a replay), or what the page learns about its replays.
 function replayText(report, parent) {
   if (!report) return h("span", { class: "muted" }, OFFLINE ? "not a replay" : "…");
-  const bits = [badge(report.replay_status || "unknown", report.replay_status === "reproducible" ? "ok"
-    : report.replay_status === "non-reproducible" ? "bad" : "unchecked"), " "];
+  const bits = [replayBadge(report.replay_status), " "];
   bits.push(`${report.mode || "replay"} replay${parent ? " of " : ""}`);
   if (parent) bits.push(OFFLINE ? parent : runLink(parent));
   bits.push(`: ${fmt(report.served)} served, ${fmt(report.live)} live, ${fmt(report.mismatched)} mismatched`);
@@ -55,9 +59,8 @@ function replaysText(children, id) {
     return h("span", { class: "muted" }, `not replayed yet: rar replay ${id}`);
   }
   const last = replays[0];
-  const st = last.replay.replay_status || "unknown";
   return h("span", {},
-    badge(st, st === "reproducible" ? "ok" : st === "non-reproducible" ? "bad" : "unchecked"),
+    replayBadge(last.replay.replay_status),
     ` latest of ${replays.length} replay${replays.length > 1 ? "s" : ""}: `, runLink(last.id),
     ` (${last.replay.mode || ""}, ${fmt(last.replay.served)} served, ${fmt(last.replay.mismatched)} mismatched)`);
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -128,9 +129,11 @@ def test_an_empty_corpus_is_refused(store_path: Path, tmp_path: Path) -> None:
     assert code == 2 and str(empty) in err
 
 
-def waiting_agent(run: Any, question: str) -> dict[str, Any]:
+def waiting_agent(run: Any, question: str, wait: dict[str, Any] | None = None) -> dict[str, Any]:
+    wait = wait or {"name": p.WAIT_SECONDS, "seconds": 3600}
+    arguments = {k: v for k, v in wait.items() if k != "name"}
     script = [
-        Message.assistant(tool_calls=[tool_call(p.WAIT_SECONDS, "w1", seconds=0, reason="data")]),
+        Message.assistant(tool_calls=[tool_call(wait["name"], "w1", reason="data", **arguments)]),
         Message.assistant(tool_calls=[tool_call(
             p.FINALIZE, "f1", answer_markdown="Done after waiting.", confidence=0.5)]),
     ]
@@ -141,14 +144,74 @@ def waiting_agent(run: Any, question: str) -> dict[str, Any]:
     return orchestrator.answer(question).result
 
 
-def test_waiting_stops_the_run_and_resume_finishes_it(store: Store) -> None:
+def test_waiting_stops_the_run_and_resume_before_the_deadline_says_when_it_is_due(
+    store: Store,
+) -> None:
+    from rar.replay.engine import ReplayRefusedError
+
     run = execute(waiting_agent, inputs={"question": "q"}, store=store)
     assert store.manifest(run.id).status == "waiting"
+    events_before = len(store.events(run.id))
+    due = r"waiting until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \((59 min \d+ s|1 h 0 min) from now\)"
+    with pytest.raises(ReplayRefusedError, match=due + ".*--now"):
+        resume(run.id, store=store, function=waiting_agent)
+    assert len(store.events(run.id)) == events_before  # a refused resume writes nothing
+    assert store.manifest(run.id).status == "waiting"
+    report = resume(run.id, store=store, function=waiting_agent, early=True)
+    assert report.first_divergence is None
+    assert store.manifest(run.id).status in ("completed", "completed_with_warnings")
+    events = store.events(run.id)
+    assert events[-1]["type"] == "run.finished"
+    final = store.resolve_payload(events[-1]["result"])
+    assert final["answer"] == "Done after waiting."
+    notes = [e["text"] for e in events if e["type"] == "note"]
+    assert any("resumed before its deadline" in text for text in notes)
+
+
+def test_a_deadline_in_the_past_continues_at_once(store: Store) -> None:
+    wait = {"name": p.WAIT_UNTIL, "until": "2020-01-01T00:00:00Z"}
+    run = execute(waiting_agent, inputs={"question": "q", "wait": wait}, store=store)
+    assert store.manifest(run.id).status != "waiting"
+    events = store.events(run.id)
+    assert not [e for e in events if e["type"] == "checkpoint"]
+    assert store.resolve_payload(events[-1]["result"])["answer"] == "Done after waiting."
+
+
+def test_a_run_resumes_without_now_once_its_deadline_has_passed(store: Store) -> None:
+    import time
+
+    wait = {"name": p.WAIT_SECONDS, "seconds": 1}
+    run = execute(waiting_agent, inputs={"question": "q", "wait": wait}, store=store)
+    assert store.manifest(run.id).status == "waiting"
+    time.sleep(1.2)
     report = resume(run.id, store=store, function=waiting_agent)
     assert report.first_divergence is None
     assert store.manifest(run.id).status in ("completed", "completed_with_warnings")
-    final = store.resolve_payload(store.events(run.id)[-1]["result"])
-    assert final["answer"] == "Done after waiting."
+    assert not [e for e in store.events(run.id) if e["type"] == "note"]
+
+
+def test_rar_resume_of_a_run_not_yet_due_names_the_time_and_now_resumes_it(
+    store_path: Path,
+) -> None:
+    store = Store(store_path, create=True)
+    run = execute("test_science:waiting_agent", inputs={"question": "q"}, store=store)
+    store.close()
+    code, _, err = rar(store_path, "resume", run.id)
+    assert code == 2 and "waiting until" in err and f"rar resume {run.id} --now" in err
+    code, out, err = rar(store_path, "resume", run.id, "--now", "--json")
+    assert code == 0, err
+    assert json.loads(out)["first_divergence"] is None
+
+
+def test_an_unreadable_deadline_goes_back_to_the_model_as_an_error(store: Store) -> None:
+    wait = {"name": p.WAIT_UNTIL, "until": "tomorrow-ish"}
+    run = execute(waiting_agent, inputs={"question": "q", "wait": wait}, store=store)
+    tool_messages = [
+        e for e in store.events(run.id) if e["type"] == "effect" and e["kind"] == "llm"
+    ]
+    second = store.resolve_payload(tool_messages[1]["request"])
+    last = second["request"]["messages"][-1]
+    assert last["role"] == "tool" and "ISO 8601" in last["content"]
 
 
 @needs_sandbox

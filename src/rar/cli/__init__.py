@@ -2,7 +2,8 @@
 
 Human output by default, ``--json`` for scripts (shapes documented in docs/cli.md). Exit codes:
 0 success; 1 a check found problems (``verify``); 2 bad input (unknown run id, bad option);
-3 the store cannot do what was asked (unwritable, corrupt beyond use); 4 an internal error.
+3 the environment failed (the store cannot do what was asked, a provider failed after its
+retries); 4 an internal error.
 Heavy modules are imported inside the commands that need them, to keep start-up short.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import click
 
 from rar._version import __version__
+from rar.cli.options import SEED
 from rar.errors import RarError
 
 
@@ -68,7 +70,7 @@ def _store(ctx: click.Context) -> Any:
 
 
 @cli.command()
-@click.option("--seed", type=int, default=7, show_default=True, help="Seed of the run.")
+@click.option("--seed", type=SEED, default=7, show_default=True, help="Seed of the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def demo(ctx: click.Context, seed: int, as_json: bool) -> None:

@@ -95,14 +95,20 @@ def branch(
 
 @click.command("resume")
 @click.argument("run_ref", metavar="RUN")
+@click.option(
+    "--now", "early", is_flag=True, help="Resume a waiting run before its deadline (noted)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
-def resume_command(ctx: click.Context, run_ref: str, as_json: bool) -> None:
-    """Continue a run that waited, crashed or was stopped, in the same run."""
+def resume_command(ctx: click.Context, run_ref: str, early: bool, as_json: bool) -> None:
+    """Continue a run that waited, crashed or was stopped, in the same run.
+
+    A run waiting for a deadline is resumed once it is due; --now resumes it at once.
+    """
     from rar.cli.render import print_replay
     from rar.replay import resume
 
-    report = resume(run_ref, store=_store(ctx))
+    report = resume(run_ref, store=_store(ctx), early=early)
     print_replay(report, as_json=as_json)
     ctx.exit(0 if report.first_divergence is None else 1)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from rar.cli.options import SEED
 from rar.errors import ConfigError
 
 
@@ -24,7 +25,7 @@ from rar.errors import ConfigError
     default=None,
     help="How much evidence each claim needs (default: owl_lite).",
 )
-@click.option("--seed", type=int, default=None, help="Seed of the run (default: 0).")
+@click.option("--seed", type=SEED, default=None, help="Seed of the run (default: 0).")
 @click.option(
     "--corpus",
     default=None,
@@ -42,6 +43,13 @@ from rar.errors import ConfigError
     help="Planner turns at most (default: 12).",
 )
 @click.option(
+    "--planner-fallback",
+    type=click.Choice(["rule-based", "none"]),
+    default=None,
+    help="When the planner model is unavailable: hand over to the rule-based planner "
+    "(default) or fail the run.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -57,6 +65,7 @@ def run_command(
     corpus: str | None,
     model: str | None,
     max_steps: int | None,
+    planner_fallback: str | None,
     as_json: bool,
 ) -> None:
     """Answer QUESTION over a corpus with four agents, offline by default; every claim cited."""
@@ -84,6 +93,7 @@ def run_command(
         "corpus": corpus or spec.corpus,
         "model": model or spec.model,
         "max_steps": max_steps or spec.max_steps,
+        "planner_fallback": planner_fallback or spec.planner_fallback,
     }
     if as_json:
         result = ask_question(spec.task, store=store, **settings)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 import webbrowser
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -41,11 +43,17 @@ def view_command(
     from rar.viewer.net import host_warning, is_loopback
 
     root = store_path if store_path is not None else Path(ctx.find_root().obj or "runs")
+    if not root.is_dir():
+        from rar.errors import StoreError
+
+        raise StoreError(
+            f"there is no run store at {root}; record a run first (rar demo), or name the "
+            "store with --store DIR or RAR_HOME",
+            exit_code=2,
+        )
     warning = host_warning(host)
     if warning:
         click.echo(warning, err=True)
-    if not root.is_dir():
-        click.echo(f"note: no store at {root} yet; the viewer will show no runs", err=True)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
     # a wildcard address is not something a browser can open: show the loopback one
@@ -54,15 +62,27 @@ def view_command(
         shown = f"[{shown}]"
     url = f"http://{shown}:{bound_port}/"
     app = create_app(root, allowed_hosts=None if is_loopback(host) else ["*"])
-    click.echo(f"RAR viewer for {root} at {url} (Ctrl-C stops it)")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
-    if not no_open:
-        threading.Timer(0.5, _open, [url]).start()
+    announcer = threading.Thread(
+        target=_announce, args=(server, root, url, not no_open), daemon=True
+    )
+    announcer.start()
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+
+
+def _announce(server: Any, root: Path, url: str, open_browser: bool) -> None:
+    """Print the URL once the server answers requests (never before), then open a browser."""
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.01)
+    click.echo(f"RAR viewer for {root} at {url} (Ctrl-C stops it)")
+    if open_browser:
+        _open(url)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -74,8 +94,11 @@ def _bind(host: str, port: int) -> socket.socket:
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
+        sock.listen(2048)
     except OSError as exc:
-        raise click.ClickException(
+        from rar.errors import ConfigError
+
+        raise ConfigError(
             f"cannot listen on {host}:{port} ({exc.strerror or exc}); try another --port, "
             "or --port 0 for any free one"
         ) from exc

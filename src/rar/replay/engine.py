@@ -30,7 +30,7 @@ from rar.replay.fields import field_differences
 from rar.replay.source import Mode, NondeterminismError, RecordedEffects, ReplayMissError
 from rar.runtime.fingerprint import environment_fingerprint
 from rar.runtime.run import Run, RunWaiting, error_value
-from rar.runtime.start import record
+from rar.runtime.start import check_seed, record
 from rar.store.manifest import Manifest, RunStatus
 from rar.store.store import Store
 
@@ -166,7 +166,7 @@ def replay(
     seed = manifest.config.get("seed")
     for key, value in (overrides or {}).items():
         if key == "seed":
-            seed = int(value)
+            seed = check_seed(int(value) if isinstance(value, str) and value.isdigit() else value)
         elif key in inputs:
             inputs[key] = value
         elif key in config or key in ("model", "mode", "max_steps"):
@@ -250,12 +250,16 @@ def resume(
     store: Store | str | None = None,
     function: Callable[..., Any] | None = None,
     redactor: Redactor | None = None,
+    early: bool = False,
 ) -> ReplayReport:
     """Continue a run that waited, crashed or was stopped, in the same run.
 
     The entrypoint runs again from the start: every recorded effect is served strictly and the
     events already in the log are recognised, not written twice; from the tail on, effects are
     performed live and appended to the same log.
+
+    A run waiting for a deadline that has not come is refused with the time it is due, unless
+    ``early`` (``rar resume --now``), which is noted in the log.
     """
     from collections import deque
     from pathlib import Path
@@ -273,6 +277,14 @@ def resume(
             f"Branch it instead: rar branch {run_id} --at K"
         )
     events = store.events(run_id)
+    due = _due(store, events) if manifest.status == RunStatus.WAITING else None
+    if due is not None and not early:
+        raise ReplayRefusedError(
+            f"run {run_id} is waiting until {due[0]} ({due[1]} from now); resume it then, "
+            f"or now with: rar resume {run_id} --now",
+            run_id=run_id,
+            until=due[0],
+        )
     writer = RunWriter(
         store,
         run_id,
@@ -296,6 +308,12 @@ def resume(
         tree = store.get_json(before["tree"])
         run._before = Snapshot(before["tree"], tree, before["files"], before["bytes"])
     run._source = RecordedEffects.load(store, run_id, "resume", events=events)
+    if due is not None:
+        run.log_event(
+            "note",
+            level="warning",
+            text=f"resumed before its deadline {due[0]} ({due[1]} early), as asked (--now)",
+        )
     run._resume_log = deque(tail)
     run._resume_effects_until = max(
         (int(e["seq"]) for e in tail if e["type"] == "effect"), default=0
@@ -306,6 +324,37 @@ def resume(
         outcome = ("error", exc)
     run._resume_log.clear()
     return _report(store, manifest, events, run, run._source, "resume", outcome)
+
+
+def _due(store: Store, events: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(deadline, time left) of a waiting run whose deadline is still ahead, else None."""
+    from datetime import UTC, datetime
+
+    finished = next((e for e in reversed(events) if e.get("type") == "run.finished"), None)
+    result = store.resolve_payload(finished.get("result")) if finished else None
+    until = result.get("waiting_until") if isinstance(result, dict) else None
+    if not isinstance(until, str):
+        return None
+    try:
+        deadline = datetime.fromisoformat(until.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if deadline.tzinfo is None:
+        deadline = deadline.replace(tzinfo=UTC)
+    left = (deadline - datetime.now(UTC)).total_seconds()  # nondeterminism-ok: the wall clock
+    if left <= 0:
+        return None
+    return deadline.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), _duration(left)
+
+
+def _duration(seconds: float) -> str:
+    """``1 h 59 min``, ``3 min 20 s``, ``12 s``."""
+    whole = int(seconds + 0.5)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
 def _report(
@@ -400,7 +449,10 @@ def _report(
         first_divergence=divergence,
         unconsumed=unconsumed,
         result_equal=result_equal,
-        boundary=_boundary(manifest, run.manifest, store, events, run.id, source),
+        boundary={
+            **_boundary(manifest, run.manifest, store, events, run.id, source),
+            **run.boundary,
+        },
         error=error_value(failure) if failure is not None else None,
     )
     run.log_event("replay", report=report.as_dict())

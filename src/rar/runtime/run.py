@@ -132,6 +132,8 @@ class Run:
         self._resume_effects_until = 0  # resume: seq of the last recorded effect
         self._started = time.perf_counter_ns()
         self.finished = False
+        # what a replay found different around the code (e.g. configuration); see note_boundary
+        self.boundary: dict[str, list[dict[str, Any]]] = {}
 
     # --- identity ----------------------------------------------------------------------------
 
@@ -281,6 +283,11 @@ class Run:
             totals = self._stats.setdefault(section, {})
             for name, value in values.items():
                 totals[name] = totals.get(name, 0) + value
+
+    def note_boundary(self, section: str, differences: list[dict[str, Any]]) -> None:
+        """Note what differs around the code in a replay (the report's ``boundary``)."""
+        if differences:
+            self.boundary.setdefault(section, []).extend(differences)
 
     def last_effect(self) -> dict[str, Any] | None:
         """The event just recorded for the current span's latest effect (seq, request, result)."""

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rar.errors import RunExistsError
+from rar.errors import ConfigError, RunExistsError
+from rar.hashing import MAX_SAFE_INTEGER
 from rar.redaction import Redactor, default_redactor, redaction_policy
 from rar.runtime.fingerprint import environment_fingerprint
 from rar.runtime.run import Run
@@ -29,6 +30,19 @@ def _new_writer(
         except RunExistsError:
             continue
     raise RunExistsError(new_run_id(), store.root)
+
+
+MAX_SEED = MAX_SAFE_INTEGER  # what canonical JSON (RFC 8785) holds exactly
+
+
+def check_seed(seed: object) -> int:
+    """``seed`` as an int, or a :class:`ConfigError` saying what a seed may be."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -MAX_SEED <= seed <= MAX_SEED:
+        raise ConfigError(
+            f"the seed {seed!r} is not a whole number between -{MAX_SEED} and {MAX_SEED}; "
+            "give a smaller one (e.g. --seed 7)"
+        )
+    return seed
 
 
 def record(
@@ -63,6 +77,7 @@ def record(
     redactor = redactor or default_redactor()
     if seed is None:
         seed = int.from_bytes(_random.SystemRandom().randbytes(6), "big")  # nondeterminism-ok
+    seed = check_seed(seed)
     writer = _new_writer(store, run_id, redactor=redactor, durable=durable)
     run_id = writer.run_id
     try:

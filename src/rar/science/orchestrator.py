@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -34,9 +35,10 @@ from rar.agents import (
     log_audit,
 )
 from rar.agents.modes import POLICIES
+from rar.errors import ProviderError
 from rar.llm.client import Client
 from rar.llm.types import Message
-from rar.runtime.run import Run, RunWaiting
+from rar.runtime.run import Run, RunWaiting, error_value
 from rar.science import protocol as p
 from rar.science.figures import record_fit_figure
 from rar.science.planner import planner_message
@@ -72,9 +74,12 @@ class Orchestrator:
         execute: ExecuteFn,
         mode: Mode | str,
         max_steps: int,
+        fallback: Callable[[], Client] | None = None,
     ) -> None:
         self.run = run
         self.client = client
+        self._fallback_client = fallback  # the planner to use when the model is unavailable
+        self.fell_back: dict[str, Any] | None = None
         self._research = research
         self._execute = execute
         self.mode = Mode(mode)
@@ -95,8 +100,7 @@ class Orchestrator:
         self.bdi["planner"].desire("answer", question)
         messages = planner_message(question, self.mode.value)
         for _ in range(self.max_steps):
-            with self.run.span("plan", agent="planner"):
-                response = self.client.complete(messages=messages, tools=p.TOOLS)
+            response = self._plan(messages)
             messages.append(response.message)
             if not response.tool_calls:  # a model that answers in prose: take it as final
                 final = {"answer_markdown": response.content or "", "confidence": 0.3}
@@ -118,11 +122,34 @@ class Orchestrator:
                 messages.append(
                     Message.tool(
                         call,
-                        orjson.dumps(result, option=orjson.OPT_SORT_KEYS).decode(),
-                        is_error="error" in result,
+                        orjson.dumps(for_model(result), option=orjson.OPT_SORT_KEYS).decode(),
+                        is_error=not _succeeded(result),
                     )
                 )
         return self._final(question, self._fallback(question), warning="step limit reached")
+
+    def _plan(self, messages: list[Message]) -> Any:
+        """The planner's next turn; an unavailable model hands over to the fallback planner."""
+        try:
+            with self.run.span("plan", agent="planner"):
+                return self.client.complete(messages=messages, tools=p.TOOLS)
+        except ProviderError as exc:
+            if not exc.retryable or self._fallback_client is None or self.fell_back is not None:
+                raise
+            failed = self.client.profile.name
+            self.client = self._fallback_client()
+            instead = self.client.profile.name
+            self.fell_back = {"failed": failed, "instead": instead, "reason": exc.message}
+            self.run.log_event(
+                "fallback",
+                agent="planner",
+                what="planner",
+                failed=failed,
+                instead=instead,
+                error=error_value(exc, self.run.redactor),
+            )
+        with self.run.span("plan", agent="planner"):
+            return self.client.complete(messages=messages, tools=p.TOOLS)
 
     def _dispatch(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if name == p.PLAN:
@@ -251,14 +278,25 @@ class Orchestrator:
         }
 
     def _wait(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Park the run until a deadline (``rar resume`` continues it); a past one goes on."""
         reason = str(arguments.get("reason", ""))
+        now = self.run.now()
         if name == p.WAIT_SECONDS:
-            now = self.run.now()
-            from datetime import timedelta
-
-            until = (now + timedelta(seconds=float(arguments.get("seconds", 0)))).isoformat()
+            try:
+                seconds = float(arguments.get("seconds", 0))
+            except (TypeError, ValueError):
+                return {"error": "seconds must be a number"}
+            until_time = now + timedelta(seconds=max(0.0, seconds))
+            asked: dict[str, Any] = {"seconds": seconds}
         else:
-            until = str(arguments.get("until", ""))
+            try:
+                until_time = parse_deadline(str(arguments.get("until", "")))
+            except ValueError as exc:
+                return {"error": str(exc)}
+            asked = {"until": until_time.isoformat()}
+        if until_time <= now:  # nothing to wait for
+            return {"waited": False, **asked}
+        until = until_time.isoformat()
         self.run.effect("wait", {"until": until, "reason": reason}, lambda: {"until": until})
         if not self.run.last_effect_served():  # first time here: stop; `rar resume` goes on
             self.run.log_event(
@@ -267,7 +305,7 @@ class Orchestrator:
                 state={"until": until, "anchors": sorted(self.anchors)},
             )
             raise WaitRequested(until, reason)
-        return {"waited_until": until}
+        return {"waited": True, **asked}
 
     # --- finalizing ----------------------------------------------------------------------------
 
@@ -286,6 +324,14 @@ class Orchestrator:
 
     def _final(self, question: str, final: dict[str, Any], warning: str | None = None) -> Outcome:
         warnings = [warning] if warning else []
+        answer = final["answer_markdown"]
+        if self.fell_back is not None:
+            said = (
+                f"the planner model {self.fell_back['failed']} was unavailable "
+                f"({self.fell_back['reason']}); {self.fell_back['instead']} finished the run"
+            )
+            warnings.append(said)
+            answer = f"{answer}\n\n*Planned offline: {said}.*"
         if self.audit_report is None or not self.audit_report.get("passed"):
             warnings.append("the audit did not pass" if self.audit_report else "not audited")
         used = [ref for ref in final.get("evidence_used", []) if ref in self.anchors]
@@ -304,7 +350,7 @@ class Orchestrator:
         result: dict[str, Any] = {
             "question": question,
             "mode": self.mode.value,
-            "answer": final["answer_markdown"],
+            "answer": answer,
             "claims": final.get("claims", []),
             "confidence": final.get("confidence"),
             "uncertainty": final.get("uncertainty", ""),
@@ -313,6 +359,8 @@ class Orchestrator:
             "executions": len(self.executions),
             "warnings": warnings,
         }
+        if self.fell_back is not None:
+            result["planner_fallback"] = self.fell_back
         if self.mode is Mode.OWL_FULL:
             result["argumentation"] = self._argumentation(final)
         self.bdi["planner"].drop_desire("answer")
@@ -334,6 +382,27 @@ class Orchestrator:
             return graph.to_json()
         except Exception as exc:  # best-effort: never costs the answer
             return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+# what a model must never see: it differs between two identical runs, so it would defeat the
+# cache and make the same question cost a model call again
+VOLATILE = frozenset({"duration_ms"})
+
+
+def for_model(result: dict[str, Any]) -> dict[str, Any]:
+    """A tool result as the planner model sees it: without timings and other volatile fields."""
+    return {key: value for key, value in result.items() if key not in VOLATILE}
+
+
+def parse_deadline(text: str) -> datetime:
+    """An ISO 8601 time (UTC when it names no offset), or a ValueError saying what to give."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"until must be an ISO 8601 time such as 2026-12-01T12:00:00Z, got {text!r}"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def _succeeded(result: dict[str, Any]) -> bool:

@@ -30,6 +30,8 @@ from rar.store.manifest import RunStatus
 from rar.store.store import Store
 
 ENTRYPOINT = "rar.science.runtime:science_entry"
+# what the orchestrator does when the planner model is unavailable after its retries
+PLANNER_FALLBACKS = ("rule-based", "none")
 
 
 def _client(run: Run, model: str) -> Client:
@@ -50,6 +52,7 @@ def science_entry(
     corpus: str = "demo",
     model: str = DEFAULT_MODEL,
     max_steps: int = 12,
+    planner_fallback: str = "rule-based",
 ) -> dict[str, Any]:
     """The entrypoint of a science run (recorded in its manifest, re-created by replay)."""
     documents = Corpus.load(resolve_corpus(corpus))
@@ -98,6 +101,7 @@ def science_entry(
 
         return run.effect("tool", {"name": "python", "version": "1", "args": {"code": code}}, cell)
 
+    offline = model == DEFAULT_MODEL or model.startswith("planner:")
     try:
         orchestrator = Orchestrator(
             run,
@@ -106,6 +110,11 @@ def science_entry(
             execute=execute,
             mode=mode,
             max_steps=max_steps,
+            fallback=(
+                (lambda: _client(run, DEFAULT_MODEL))
+                if planner_fallback == "rule-based" and not offline
+                else None
+            ),
         )
         outcome = orchestrator.answer(question)
     finally:
@@ -135,6 +144,7 @@ class ScienceResult:
     warnings: list[str] = field(default_factory=list)
     argumentation: dict[str, Any] | None = None
     corpus_skipped: list[dict[str, Any]] = field(default_factory=list)
+    planner_fallback: dict[str, Any] | None = None  # the model was unavailable: who planned
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +159,7 @@ class ScienceResult:
             "warnings": self.warnings,
             "argumentation": self.argumentation,
             "corpus_skipped": self.corpus_skipped,
+            "planner_fallback": self.planner_fallback,
         }
 
     def _repr_markdown_(self) -> str:
@@ -175,9 +186,16 @@ def ask_question(
     model: str = DEFAULT_MODEL,
     seed: int = 0,
     max_steps: int = 12,
+    planner_fallback: str = "rule-based",
     store: Store | str | Path | None = None,
 ) -> ScienceResult:
-    """Record a science run that answers ``question`` over ``corpus``; return its result."""
+    """Record a science run that answers ``question`` over ``corpus``; return its result.
+
+    ``planner_fallback``: when the planner model is unavailable after its retries (connection
+    refused, 5xx, rate limits), ``"rule-based"`` (the default) hands the planning over to the
+    offline rule-based planner — recorded as a ``fallback`` event and named in the answer and
+    the warnings — and ``"none"`` lets the run fail.
+    """
     from rar.errors import ConfigError
     from rar.replay.engine import execute
 
@@ -189,6 +207,11 @@ def ask_question(
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     Mode(mode)
+    if planner_fallback not in PLANNER_FALLBACKS:
+        raise ConfigError(
+            f"unknown planner fallback {planner_fallback!r}; choose one of "
+            f"{', '.join(PLANNER_FALLBACKS)}"
+        )
     corpus_name = str(corpus)
     documents = Corpus.load(resolve_corpus(corpus_name))  # a bad corpus fails before recording
     if not (model == DEFAULT_MODEL or model.startswith("planner:")):
@@ -201,12 +224,18 @@ def ask_question(
             "corpus": corpus_name,
             "model": model,
             "max_steps": max_steps,
+            "planner_fallback": planner_fallback,
         },
         goal=question.strip(),
         store=store if isinstance(store, Store) or store is None else Store(store),
         seed=seed,
         corpus_digest=documents.digest,
-        config={"mode": mode, "model": model, "max_steps": max_steps},
+        config={
+            "mode": mode,
+            "model": model,
+            "max_steps": max_steps,
+            "planner_fallback": planner_fallback,
+        },
         models=[{"provider": model.partition(":")[0], "model": model.partition(":")[2]}],
         tools=[{"name": "search", "version": "1"}, {"name": "python", "version": "1"}],
         tags={"kind": "science"},
@@ -234,4 +263,5 @@ def result_of(store: Store, run_id: str) -> ScienceResult:
         warnings=list(result.get("warnings", [])),
         argumentation=result.get("argumentation"),
         corpus_skipped=list(result.get("corpus_skipped", [])),
+        planner_fallback=result.get("planner_fallback"),
     )

@@ -36,6 +36,7 @@ class TaskSpec(BaseModel):
     seed: int = 0
     corpus: str = "demo"
     max_steps: int = Field(default=12, ge=1, le=200)
+    planner_fallback: Literal["rule-based", "none"] = "rule-based"
 
     @field_validator("task")
     @classmethod

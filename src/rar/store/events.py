@@ -146,6 +146,16 @@ class ReplayEvent(EventBase):
     report: PayloadRef
 
 
+class FallbackEvent(EventBase):
+    """A component gave up on what it was configured with and used something else instead."""
+
+    type: Literal["fallback"] = "fallback"
+    what: str = Field(description="the component, e.g. planner")
+    failed: str = Field(description="what it was configured with, e.g. openai:gpt-4o-mini")
+    instead: str = Field(description="what it used instead, e.g. planner:rule-based")
+    error: ErrorValue | None = None
+
+
 class NoteEvent(EventBase):
     """Free-form bookkeeping from the runtime (a repaired torn tail, a warning)."""
 
@@ -169,6 +179,7 @@ Event = Annotated[
     | AuditEvent
     | CheckpointEvent
     | ReplayEvent
+    | FallbackEvent
     | NoteEvent,
     Field(discriminator="type"),
 ]
@@ -191,6 +202,7 @@ EVENT_MODELS: dict[str, type[EventBase]] = {
         AuditEvent,
         CheckpointEvent,
         ReplayEvent,
+        FallbackEvent,
         NoteEvent,
     )
 }

@@ -142,7 +142,10 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
             exit_code=2,
         )
     ids = [store.resolve(ref) for ref in run_refs] if run_refs else None
-    report = verify_store(store, ids)
+    from rar.cli.progress import progress_bar
+
+    with progress_bar("Verifying runs", enabled=not as_json) as progress:
+        report = verify_store(store, ids, progress=progress)
     from rar.evidence.runs import anchor_problems
 
     for run_id in ids if ids is not None else store.run_ids():

@@ -34,15 +34,18 @@ def replay_command(
     ctx: click.Context, run_ref: str, mode: str, allow_live: bool, as_json: bool
 ) -> None:
     """Re-execute a run offline against its record; exit 0 only when it is reproducible."""
+    from rar.cli.progress import progress_bar
     from rar.cli.render import print_replay
     from rar.replay import replay
 
-    report = replay(
-        run_ref,
-        store=_store(ctx),
-        mode=mode,  # type: ignore[arg-type]
-        allow_live=allow_live,
-    )
+    with progress_bar("Replaying effects", enabled=not as_json) as progress:
+        report = replay(
+            run_ref,
+            store=_store(ctx),
+            mode=mode,  # type: ignore[arg-type]
+            allow_live=allow_live,
+            progress=progress,
+        )
     print_replay(report, as_json=as_json)
     ctx.exit(0 if report.reproducible else 1)
 
@@ -83,12 +86,15 @@ def branch(
     ctx: click.Context, run_ref: str, at: int, settings: tuple[str, ...], as_json: bool
 ) -> None:
     """Replay RUN up to event K, then go live with controlled changes, into a new run."""
+    from rar.cli.progress import progress_bar
     from rar.cli.render import print_replay
     from rar.replay import replay
 
-    report = replay(
-        run_ref, store=_store(ctx), mode="fork", at=at, overrides=parse_settings(settings)
-    )
+    overrides = parse_settings(settings)
+    with progress_bar("Replaying up to the branch point", enabled=not as_json) as progress:
+        report = replay(
+            run_ref, store=_store(ctx), mode="fork", at=at, overrides=overrides, progress=progress
+        )
     print_replay(report, as_json=as_json)
     ctx.exit(0 if report.first_divergence is None else 1)
 
@@ -105,10 +111,12 @@ def resume_command(ctx: click.Context, run_ref: str, early: bool, as_json: bool)
 
     A run waiting for a deadline is resumed once it is due; --now resumes it at once.
     """
+    from rar.cli.progress import progress_bar
     from rar.cli.render import print_replay
     from rar.replay import resume
 
-    report = resume(run_ref, store=_store(ctx), early=early)
+    with progress_bar("Replaying the recorded part", enabled=not as_json) as progress:
+        report = resume(run_ref, store=_store(ctx), early=early, progress=progress)
     print_replay(report, as_json=as_json)
     ctx.exit(0 if report.first_divergence is None else 1)
 

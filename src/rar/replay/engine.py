@@ -146,10 +146,12 @@ def replay(
     at: int | None = None,
     overrides: Mapping[str, Any] | None = None,
     redactor: Redactor | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
     """Re-execute a recorded run against its record; return the report.
 
-    ``overrides`` (fork) change the seed, a config key or an input of the new run.
+    ``overrides`` (fork) change the seed, a config key or an input of the new run;
+    ``progress(served, recorded)`` is called as effects are served.
     """
 
     store = store if isinstance(store, Store) else Store(store)
@@ -179,6 +181,7 @@ def replay(
     source = RecordedEffects.load(
         store, source_id, mode, until_seq=at, allow_live=allow_live, events=events
     )
+    source.on_served = progress
     options: dict[str, Any] = {
         "seed": seed,
         "config": config,
@@ -251,6 +254,7 @@ def resume(
     function: Callable[..., Any] | None = None,
     redactor: Redactor | None = None,
     early: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
     """Continue a run that waited, crashed or was stopped, in the same run.
 
@@ -308,6 +312,7 @@ def resume(
         tree = store.get_json(before["tree"])
         run._before = Snapshot(before["tree"], tree, before["files"], before["bytes"])
     run._source = RecordedEffects.load(store, run_id, "resume", events=events)
+    run._source.on_served = progress
     if due is not None:
         run.log_event(
             "note",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,6 +74,7 @@ class RecordedEffects:
     served: int = 0
     live: int = 0
     misses: list[dict[str, Any]] = field(default_factory=list)
+    on_served: Callable[[int, int], None] | None = None  # progress: (served, recorded effects)
 
     @classmethod
     def load(

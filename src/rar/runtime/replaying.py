@@ -65,6 +65,9 @@ def serve(
         error=event.get("error"),
     )
     span.last_served = True
+    source = run._source
+    if source is not None and source.on_served is not None:
+        source.on_served(source.served, len(source.by_identity))
     if "error" in event:
         raise exception_from_record(event["error"])
     return run.store.resolve_payload(event.get("result"))

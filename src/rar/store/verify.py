@@ -18,7 +18,7 @@ is checked up to its last complete line.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,12 +82,17 @@ class VerifyReport:
 
 
 def verify_store(
-    store: Store, run_ids: Iterable[str] | None = None, *, blobs: bool = True
+    store: Store,
+    run_ids: Iterable[str] | None = None,
+    *,
+    blobs: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
     """Verify the given runs (ids already resolved), or the whole store when ``None``.
 
     ``blobs=False`` checks logs and manifests only (blobs are verified anyway whenever they are
-    read); replay uses it before trusting a record.
+    read); replay uses it before trusting a record. ``progress(done, total)`` is called after
+    each run.
     """
     report = VerifyReport()
     if run_ids is not None and not blobs:
@@ -106,8 +111,10 @@ def verify_store(
         locations = store.index.all_blob_locations() if store.exists else {}
         checker = _BlobChecker(store, report, locations, verified=False, bad=set())
         ids = list(run_ids)
-    for run_id in ids:
+    for done, run_id in enumerate(ids, start=1):
         _verify_run(store, run_id, report, checker)
+        if progress is not None:
+            progress(done, len(ids))
     if run_ids is not None:
         report.blobs = len(checker.seen)
     return report

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -23,8 +24,15 @@ from click.testing import CliRunner
 
 from rar.cli.sandbox_cmd import sandbox_group
 from rar.hashing import canonical
-from rar.sandbox import Limits, Sandbox, SandboxClosedError, SandboxUnavailableError
+from rar.sandbox import (
+    VOLATILE_FIELDS,
+    Limits,
+    Sandbox,
+    SandboxClosedError,
+    SandboxUnavailableError,
+)
 from rar.sandbox.limits import MiB
+from rar.store.store import Store
 
 CASES = Path(__file__).parent / "sandbox_cases"
 HAVE_BWRAP = shutil.which("bwrap") is not None
@@ -338,6 +346,53 @@ real = 1
 """
 
 
+SAME_CELL = """
+import os, tempfile
+import matplotlib.pyplot as plt
+import numpy as np
+fig, ax = plt.subplots()
+ax.plot(np.arange(5) ** 2)
+for ext in ("png", "svg", "pdf", "eps"):
+    fig.savefig(f"plot.{ext}")
+where = os.path.abspath("plot.png")
+tmp = tempfile.gettempdir()
+print(where, os.getcwd(), tmp)
+open(os.path.abspath("missing.csv"))
+"""
+BOTH_MODES = [pytest.param(False, id="bubblewrap", marks=needs_bwrap),
+              pytest.param(True, id="unsafe_local")]  # fmt: skip
+
+
+@pytest.mark.parametrize("unsafe", BOTH_MODES)
+def test_the_same_cell_gives_the_model_the_same_bytes(
+    make_box: object, tmp_path: Path, unsafe: bool
+) -> None:
+    first: Sandbox = make_box(unsafe_local=unsafe)  # type: ignore[operator]
+    second: Sandbox = make_box(unsafe_local=unsafe)  # type: ignore[operator]
+    a, b = first.run_cell(SAME_CELL, timeout=60), second.run_cell(SAME_CELL, timeout=60)
+    assert a.status == "error" and a.error is not None, a.error
+    assert a.error["type"] == "FileNotFoundError", a.error
+    assert "'/work/missing.csv'" in a.error["message"]  # the host workspace never shows
+    assert [x.path for x in a.artifacts] == ["plot.eps", "plot.pdf", "plot.png", "plot.svg"]
+    assert a.stdout == "/work/plot.png /work /tmp\n"
+    assert a.variables["where"] == "/work/plot.png" and a.variables["tmp"] == "/tmp"
+    assert canonical(a.for_model()) == canonical(b.for_model())  # dates, SVG ids, paths: fixed
+    assert set(a.as_dict()) - set(a.for_model()) == set(VOLATILE_FIELDS) == {"duration_ms"}
+    shown = json.dumps(a.as_dict())
+    for host in (str(tmp_path), str(first.workspace), "rar-sandbox-scratch"):
+        assert host not in shown
+    said = a.stdout + a.stderr + json.dumps(a.error)
+    assert not any(re.search(rf"\b{pid}\b", said) for pid in first.process_ids())
+
+
+@needs_bwrap
+def test_a_name_defined_again_is_reported_even_at_the_same_address(box: Sandbox) -> None:
+    assert box.run_cell("x = [1]").variables == {"x": [1]}
+    for _ in range(3):  # the freed list's memory is reused at once: id() alone would miss it
+        assert box.run_cell("del x\nx = [1]").variables == {"x": [1]}
+    assert box.run_cell("y = 2").variables == {"y": 2}  # an untouched x is not repeated
+
+
 @needs_bwrap
 def test_frames_forged_by_a_cell_are_skipped(box: Sandbox) -> None:
     result = box.run_cell(FORGE)
@@ -382,10 +437,15 @@ def test_seeds_are_fixed(make_box: object) -> None:
     first: Sandbox = make_box(seed=7)  # type: ignore[operator]
     second: Sandbox = make_box(seed=7)  # type: ignore[operator]
     a, b = first.run_cell(code), second.run_cell(code)
+    assert a.ok and b.ok, (a.error, b.error)
     assert a.variables["draw"] == b.variables["draw"]
-    assert first.run_cell(code).variables.get("draw", a.variables["draw"]) == a.variables["draw"]
+    again = first.run_cell(code)  # reseeded before every cell: the same draw in the same worker
+    assert again.ok and not again.worker_restarted, again.error
+    assert again.variables["draw"] == a.variables["draw"]
     other: Sandbox = make_box(seed=8)  # type: ignore[operator]
-    assert other.run_cell(code).variables["draw"] != a.variables["draw"]
+    changed = other.run_cell(code)
+    assert changed.ok, changed.error
+    assert changed.variables["draw"] != a.variables["draw"]
 
 
 @needs_bwrap
@@ -499,7 +559,7 @@ def test_close_is_final_and_idempotent(box: Sandbox) -> None:
 
 
 @needs_bwrap
-def test_results_go_through_run_effect(box: Sandbox, store: object) -> None:
+def test_results_go_through_run_effect(box: Sandbox, store: Store) -> None:
     from rar.redaction import Redactor
     from rar.runtime.start import record
 

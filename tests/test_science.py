@@ -407,3 +407,26 @@ def test_code_that_raises_in_the_sandbox_is_recorded_challenged_and_the_run_fina
     cell = next(store.resolve_payload(e["result"]) for e in store.events(run.id)
                 if e["type"] == "effect" and e["kind"] == "tool")
     assert cell["status"] == "error" and cell["error"]["type"] == "ZeroDivisionError"
+
+
+def missing_numpy_agent(run: Any, question: str) -> dict[str, Any]:
+    message = "numpy is not installed in the Python environment running RAR (/v): pip install numpy"
+    script = [
+        Message.assistant(tool_calls=[tool_call(p.DELEGATE_EXECUTE, "e1", code="import numpy")]),
+        Message.assistant(tool_calls=[tool_call(
+            p.FINALIZE, "f1", answer_markdown="Nothing computed.", confidence=0.2)]),
+    ]
+    cell = {"status": "error", "variables": {},
+            "error": {"type": "ModuleNotFoundError", "message": message, "traceback": "",
+                      "missing_library": "numpy"}}  # fmt: skip
+    client = Client(ScriptedModel(script), run=run, profiles=Profiles())
+    orchestrator = Orchestrator(run, client, research=lambda q, k: {"anchors": []},
+                                execute=lambda code: cell, mode="owl_lite", max_steps=4)
+    return orchestrator.answer(question).result
+
+
+def test_a_missing_scientific_library_is_said_plainly_in_the_warnings(store: Store) -> None:
+    run = execute(missing_numpy_agent, inputs={"question": "q"}, store=store)
+    result = store.resolve_payload(store.events(run.id)[-1]["result"])
+    assert "numpy is not installed in the Python environment running RAR (/v): pip install numpy" \
+        in result["warnings"]

@@ -22,11 +22,12 @@ from rar.sandbox.errors import (
     SandboxUnavailableError,
 )
 from rar.sandbox.limits import Limits
-from rar.sandbox.result import Artifact, CellResult, Refused
+from rar.sandbox.result import VOLATILE_FIELDS, Artifact, CellResult, Refused
 from rar.sandbox.sandbox import Sandbox
 
 __all__ = [
     "INSTALL_HINT",
+    "VOLATILE_FIELDS",
     "Artifact",
     "CellResult",
     "Limits",

@@ -7,6 +7,7 @@ sandbox, where ``rar`` is not importable.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import io
 import math
 import traceback
@@ -19,6 +20,7 @@ MAX_DEPTH = 4
 MAX_TRACEBACK = 16 * 1024
 LIMIT_ERRNOS = {errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.EAGAIN}
 SKIP = object()  # "not a JSON value we keep"
+SCIENCE_LIBRARIES = ("numpy", "scipy", "matplotlib")  # preloaded; their absence is said plainly
 
 
 class CpuTimeExceeded(BaseException):
@@ -70,8 +72,32 @@ def is_limit(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in LIMIT_ERRNOS
 
 
-def describe(exc: BaseException, tb: types.TracebackType | None) -> dict[str, str]:
-    """The exception as {type, message, traceback}; ``tb`` starts where the traceback should."""
+def missing_libraries() -> list[str]:
+    """Which of SCIENCE_LIBRARIES this interpreter cannot import (found without importing)."""
+    missing = []
+    for name in SCIENCE_LIBRARIES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def not_installed(name: str, environment: str) -> str:
+    return (
+        f"{name} is not installed in the Python environment running RAR ({environment}): "
+        f"pip install {name}"
+    )
+
+
+def describe(
+    exc: BaseException, tb: types.TracebackType | None, environment: str | None = None
+) -> dict[str, str]:
+    """The exception as {type, message, traceback}; ``tb`` starts where the traceback should.
+    A missing scientific library (``import numpy`` without numpy) gets a message naming the
+    ``environment`` and the fix."""
     kind = type(exc)
     qualified = kind.__module__ not in ("builtins", __name__)
     name = f"{kind.__module__}.{kind.__qualname__}" if qualified else kind.__qualname__
@@ -79,15 +105,21 @@ def describe(exc: BaseException, tb: types.TracebackType | None) -> dict[str, st
         message = str(exc)
     except Exception:
         message = f"<{name}: str() failed>"
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if environment and missing in SCIENCE_LIBRARIES:  # "numpy.foo" missing: numpy is there
+        message = not_installed(str(missing), environment)
     try:
         text = "".join(traceback.format_exception(kind, exc, tb))
     except Exception:
         text = f"{name}: {message}\n"
-    return {
+    described = {
         "type": name,
         "message": clean(message)[:4000],
         "traceback": clean(text)[-MAX_TRACEBACK:],
     }
+    if environment and missing in SCIENCE_LIBRARIES:
+        described["missing_library"] = str(missing)  # for callers that act on it
+    return described
 
 
 def clean(text: str) -> str:

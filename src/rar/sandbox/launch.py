@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
-import importlib.util
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rar.sandbox import interpreter as _interpreter
 from rar.sandbox.limits import Limits
 
 SANDBOX_UID = 65534  # "nobody", inside the sandbox and (when RAR runs as root) on the host
@@ -60,6 +60,7 @@ def environment(*, home: str, tmp: str, python_bin: str) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
+        "SOURCE_DATE_EPOCH": "0",  # PDF/SVG/PS files carry no creation date: same cell, same bytes
         "MPLCONFIGDIR": f"{tmp}/.rar-matplotlib",
         "XDG_CACHE_HOME": f"{tmp}/.cache",
         "XDG_CONFIG_HOME": f"{tmp}/.config",
@@ -68,27 +69,6 @@ def environment(*, home: str, tmp: str, python_bin: str) -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "MALLOC_ARENA_MAX": "2",
     }
-
-
-@functools.lru_cache(maxsize=1)
-def python_roots() -> tuple[str, ...]:
-    """Directories the interpreter and the preloaded libraries live in (bound read-only)."""
-    found = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
-    found.add(str(Path(os.path.realpath(sys.executable)).parent.parent))
-    for name in ("numpy", "scipy", "matplotlib"):
-        with contextlib.suppress(ImportError, ValueError):
-            spec = importlib.util.find_spec(name)
-            if spec is not None and spec.origin:
-                found.add(str(Path(spec.origin).resolve().parent.parent))
-    real = sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)})
-    roots: list[str] = []
-    for path in real:
-        if path == "/" or path == "/usr" or path.startswith("/usr/"):
-            continue  # /usr is bound as a whole
-        if any(path == r or path.startswith(r + "/") for r in roots):
-            continue
-        roots.append(path)
-    return tuple(roots)
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,20 +154,12 @@ def _data_fd(data: bytes) -> int:
     return read
 
 
-def _ensure_dirs(args: list[str], made: set[str], path: str) -> None:
-    parts = Path(path).parts[1:-1]
-    current = ""
-    for part in parts:
-        current += "/" + part
-        if current not in made:
-            made.add(current)
-            args += ["--perms", "0755", "--dir", current]
-
-
 def bubblewrap(
     bwrap: str, workspace: Path, limits: Limits, worker_config: dict[str, Any], *, root_mode: bool
 ) -> Launch:
     """The bubblewrap command for one worker (see docs/sandbox.md for each choice)."""
+    python = _interpreter.current()
+    python.check()  # before any descriptor is opened
     info_r, info_w = os.pipe()
     launch = Launch(argv=[], env={}, info_fd=info_r, pass_fds=[info_w])
     args = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
@@ -215,9 +187,6 @@ def bubblewrap(
     for name in ("ld.so.cache", "ld.so.conf", "localtime"):
         if os.path.exists(f"/etc/{name}"):
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    for root in python_roots():
-        _ensure_dirs(args, made, root)
-        args += ["--ro-bind", root, root]
     args += ["--ro-bind", str(WORKER_PATH), INNER_WORKER]
     args += ["--ro-bind", str(VALUES_PATH), INNER_VALUES]
     cache = worker_config.get("mpl_cache")
@@ -228,8 +197,10 @@ def bubblewrap(
     args += ["--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp",
              "--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm",
-             "--bind", str(workspace), WORK,
-             "--remount-ro", "/dev", "--remount-ro", "/"]  # fmt: skip
+             "--bind", str(workspace), WORK]  # fmt: skip
+    made |= {"/tmp", "/dev", "/proc", WORK}
+    args += python.bwrap_args(made)  # after the tmpfs: an environment under /tmp lands on top
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     program = seccomp_program()
     if program is not None:
         fd = _data_fd(program)
@@ -238,10 +209,10 @@ def bubblewrap(
     worker_config = {**worker_config, "reaper": True}  # pid 1 (see worker._fork_reaper)
     if root_mode:
         worker_config = {**worker_config, "drop": [SANDBOX_UID, SANDBOX_GID]}
-    python = os.path.realpath(sys.executable)
-    args += ["--chdir", WORK, "--", python, "-s", "-P", INNER_WORKER, json.dumps(worker_config)]
+    inner = python.inside(python.executable)  # the venv's bin/python: pyvenv.cfg applies
+    args += ["--chdir", WORK, "--", inner, "-s", "-P", INNER_WORKER, json.dumps(worker_config)]
     launch.argv = args
-    launch.env = environment(home=WORK, tmp="/tmp", python_bin=str(Path(python).parent))
+    launch.env = environment(home=WORK, tmp="/tmp", python_bin=os.path.dirname(inner))
     return launch
 
 
@@ -249,10 +220,10 @@ def local(workspace: Path, worker_config: dict[str, Any]) -> Launch:
     """unsafe_local: the same worker as a plain subprocess (rlimits and scrubbed env only)."""
     scratch = tempfile.mkdtemp(prefix="rar-sandbox-scratch-")
     config = {**worker_config, "scratch": scratch, "count_existing": True}
-    python = os.path.realpath(sys.executable)
+    python = _interpreter.current().executable  # unresolved: a venv stays a venv
     return Launch(
         argv=[python, "-s", "-P", str(WORKER_PATH), json.dumps(config)],
-        env=environment(home=str(workspace), tmp=scratch, python_bin=str(Path(python).parent)),
+        env=environment(home=str(workspace), tmp=scratch, python_bin=os.path.dirname(python)),
         cwd=str(workspace),
         scratch=scratch,
     )

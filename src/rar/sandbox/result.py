@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 Status = Literal["ok", "error", "timeout", "killed", "limit"]
 STATUSES: tuple[Status, ...] = ("ok", "error", "timeout", "killed", "limit")
+# Keys of CellResult.as_dict() that differ between two runs of the same cell (timing); a
+# model's prompt gets CellResult.for_model(), which leaves them out.
+VOLATILE_FIELDS: tuple[str, ...] = ("duration_ms",)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ class CellResult:
             "worker_restarted": self.worker_restarted,
             "unsafe": self.unsafe,
         }
+
+    def for_model(self) -> dict[str, Any]:
+        """``as_dict()`` without VOLATILE_FIELDS: what a model may see. The same cell run the
+        same way gives the same dict, byte for byte (see docs/sandbox.md)."""
+        return {k: v for k, v in self.as_dict().items() if k not in VOLATILE_FIELDS}
 
 
 def failure(

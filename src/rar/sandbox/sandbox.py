@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rar.sandbox import interpreter as _interpreter
 from rar.sandbox import launch as _launch
 from rar.sandbox import workspace as _ws
 from rar.sandbox.channel import (
@@ -43,6 +44,7 @@ from rar.sandbox.errors import (
     SandboxUnavailableError,
 )
 from rar.sandbox.limits import Limits, rlimit_setter
+from rar.sandbox.reply import HostPaths, read_reply
 from rar.sandbox.result import CellResult, Status, failure
 
 START_TIMEOUT = 60.0
@@ -137,6 +139,7 @@ class Sandbox:
         self._lost = False
         self._closed = False
         self._mpl_cache = _launch.matplotlib_cache() if preload else None
+        self._missing: tuple[str, ...] = ()
         self._start()
 
     # --- public ----------------------------------------------------------------------------
@@ -151,10 +154,18 @@ class Sandbox:
             "host_uid": _launch.SANDBOX_UID if self._root_mode else os.getuid(),
             "sandbox_uid": hello.get("uid"),
             "seccomp": not self.unsafe_local and _launch.seccomp_program() is not None,
+            "python": {k: hello.get(k) for k in ("executable", "prefix")},
+            "missing_libraries": list(self.missing_libraries),
             "preloaded": hello.get("preloaded", []),
             "preload_errors": hello.get("preload_errors", {}),
             "limits": self.limits.as_dict(),
         }
+
+    @property
+    def missing_libraries(self) -> tuple[str, ...]:
+        """Which of numpy, scipy and matplotlib the worker's Python environment lacks (cells
+        importing one of them fail with a message saying so and how to install it)."""
+        return self._missing
 
     def process_ids(self) -> tuple[int, ...]:
         """Host pids of the current worker's tree (bubblewrap and the sandbox's pid 1)."""
@@ -206,7 +217,7 @@ class Sandbox:
                 why = f"exit status {code_}" if code_ is not None else str(exc)
                 stopped = self._lose("killed", "WorkerDied", f"the worker died ({why}); {LOST}")
             duration_ms = (time.monotonic() - started) * 1000
-            result = self._result(reply, stopped, duration_ms)
+            result = self._result(reply, stopped, duration_ms, self._host_paths(worker))
             artifacts, refused, after = _ws.collect(self.workspace, before)
             extra: dict[str, Any] = {
                 "artifacts": tuple(artifacts),
@@ -247,6 +258,7 @@ class Sandbox:
             "scratch": "/tmp",
             "output_bytes": self.limits.output_bytes,
             "mpl_cache": self._mpl_cache,
+            "environment": _interpreter.current().prefix,  # named when numpy & co. are missing
         }
 
     def _start(self) -> None:
@@ -298,6 +310,19 @@ class Sandbox:
         if self._root_mode and worker.hello.get("uid") != _launch.SANDBOX_UID:
             _kill_current(self._holder)
             raise SandboxStartError(f"the worker runs as uid {worker.hello.get('uid')}, not 65534")
+        missing = worker.hello.get("missing")
+        self._missing = tuple(str(m) for m in missing) if isinstance(missing, list) else ()
+
+    def _host_paths(self, worker: _Worker) -> HostPaths | None:
+        """unsafe_local: the host paths of the workspace and the scratch directory, which
+        results show as ``/work`` and ``/tmp`` (as in bubblewrap), so that the same cell gives
+        the same result wherever the workspace is."""
+        if not self.unsafe_local:
+            return None
+        paths = {str(self.workspace): _launch.WORK}
+        if worker.scratch:
+            paths[worker.scratch] = paths[os.path.realpath(worker.scratch)] = "/tmp"
+        return HostPaths(paths)
 
     def _lose(self, status: Status, kind: str, message: str) -> CellResult:
         _kill_current(self._holder)
@@ -313,33 +338,23 @@ class Sandbox:
         self._next_check = now + 10 * (time.monotonic() - now)
         growing = size > self._bytes_at_start  # a cell may be cleaning up an over-full workspace
         if growing and (size > self.limits.workspace_bytes or entries >= _ws.MAX_ENTRIES):
-            return (
-                f"the workspace grew to {size} bytes ({entries} entries) during the cell, "
-                f"over its limit of {self.limits.workspace_bytes} bytes; the sandbox was killed"
+            return (  # no byte count: how far it got before the check is a matter of timing
+                f"the workspace grew past its limit of {self.limits.workspace_bytes} bytes "
+                f"(or {_ws.MAX_ENTRIES} entries) during the cell; the sandbox was killed"
             )
         return None
 
     def _result(
-        self, reply: dict[str, Any] | None, stopped: CellResult | None, duration_ms: float
+        self,
+        reply: dict[str, Any] | None,
+        stopped: CellResult | None,
+        duration_ms: float,
+        host_paths: HostPaths | None,
     ) -> CellResult:
         if reply is None:
             assert stopped is not None
             return dataclasses.replace(stopped, duration_ms=duration_ms)
-        cap = self.limits.output_bytes
-        status = reply.get("status")
-        error = reply.get("error")
-        variables = reply.get("variables")
-        return CellResult(
-            status=status if status in ("ok", "error", "limit") else "error",
-            stdout=_text(reply.get("stdout"), cap),
-            stderr=_text(reply.get("stderr"), cap),
-            stdout_truncated=bool(reply.get("stdout_truncated")),
-            stderr_truncated=bool(reply.get("stderr_truncated")),
-            error={k: _text(error.get(k), 65536) for k in ("type", "message", "traceback")}
-            if isinstance(error, dict) else None,
-            variables=variables if isinstance(variables, dict) and _safe(variables) else {},
-            duration_ms=duration_ms,
-        )  # fmt: skip
+        return read_reply(reply, self.limits.output_bytes, duration_ms, host_paths)
 
 
 _SPAWNER: ThreadPoolExecutor | None = None
@@ -387,38 +402,3 @@ def _read_child_pid(fd: int, deadline: float) -> int:
     if not isinstance(pid, int):
         raise ValueError(f"bwrap reported a child pid of {pid!r}")
     return pid
-
-
-def _text(value: Any, cap: int) -> str:
-    if not isinstance(value, str):
-        return ""
-    return value.encode("utf-8", "replace")[:cap].decode("utf-8", "ignore")
-
-
-def _safe(value: Any, depth: int = 0) -> bool:
-    """Whether a value from the worker is JSON RAR can hash canonically (and not too deep)."""
-    if value is None or isinstance(value, bool):
-        return True
-    if isinstance(value, str):
-        return _utf8(value)
-    if isinstance(value, int):
-        return abs(value) <= 2**53 - 1
-    if isinstance(value, float):
-        return value == value and abs(value) != float("inf")
-    if depth > 16:
-        return False
-    if isinstance(value, list):
-        return all(_safe(item, depth + 1) for item in value)
-    if isinstance(value, dict):
-        return all(
-            isinstance(k, str) and _utf8(k) and _safe(v, depth + 1) for k, v in value.items()
-        )
-    return False
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate, from a forged frame
-        return False
-    return True

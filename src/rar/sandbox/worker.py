@@ -8,8 +8,9 @@ that were its stdin and stdout. At start-up it moves those pipes to private desc
 fd 0 at /dev/null and fds 1 and 2 at per-cell files in its scratch directory (so output written
 below Python, by C code or child processes, is captured too), drops privileges when asked,
 preloads numpy and scipy (matplotlib with pyplot in a background thread), and sends a ``hello``
-frame. Each ``run`` frame runs one cell in one shared namespace (variables persist like a
-notebook) after reseeding ``random`` and ``numpy.random``, and is answered by a ``result`` frame.
+frame (its interpreter, ``sys.prefix``, which of numpy, scipy and matplotlib are missing). Each
+``run`` frame runs one cell in one shared namespace (variables persist like a notebook) after
+reseeding ``random`` and ``numpy.random``, and is answered by a ``result`` frame.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ class _Worker:
         self.cap = int(config.get("output_bytes", 65536))
         self.scratch = str(config.get("scratch", "/tmp"))
         self.namespace: dict[str, Any] = {}
-        self.seen: dict[str, tuple[int, str]] = {}
+        self.seen: dict[str, tuple[Any, str]] = {}  # the object itself: no id() reuse
+        self.environment = str(config.get("environment") or sys.prefix)
         self.in_cell = False
         self.preloaded: list[str] = []
         self.preload_errors: dict[str, str] = {}
@@ -123,19 +125,27 @@ class _Worker:
             limit += _tasks_of(os.getuid())
         resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
 
-    def preload(self) -> None:
-        if not self.config.get("preload"):
-            return
-        cache = self.config.get("mpl_cache")
+    def configure_matplotlib(self) -> None:
+        """Its settings (SVG ids from a fixed salt, not uuid4: the same figure gives the same
+        bytes) and, when preloading, the host's font list."""
         target = os.environ.get("MPLCONFIGDIR")
-        if isinstance(cache, str) and target and os.path.isdir(cache):
-            try:
-                os.makedirs(target, exist_ok=True)
+        if not target:
+            return
+        cache = self.config.get("mpl_cache") if self.config.get("preload") else None
+        try:
+            os.makedirs(target, exist_ok=True)
+            with open(os.path.join(target, "matplotlibrc"), "w") as handle:
+                handle.write("svg.hashsalt: rar-sandbox\n")
+            if isinstance(cache, str) and os.path.isdir(cache):
                 for name in os.listdir(cache):
                     if name.startswith("fontlist") and name.endswith(".json"):
                         shutil.copyfile(os.path.join(cache, name), os.path.join(target, name))
-            except OSError as exc:
-                self.preload_errors["matplotlib-cache"] = str(exc)
+        except OSError as exc:
+            self.preload_errors["matplotlib-config"] = str(exc)
+
+    def preload(self) -> None:
+        if not self.config.get("preload"):
+            return
         for name in ("numpy", "scipy"):
             self._import(name)
         thread = threading.Thread(target=self._import, args=("matplotlib.pyplot",), daemon=True)
@@ -155,6 +165,9 @@ class _Worker:
                 "pid": os.getpid(),
                 "uid": os.getuid(),
                 "python": sys.version,
+                "executable": sys.executable,
+                "prefix": sys.prefix,
+                "missing": cellvalues.missing_libraries(),
                 "preloaded": list(self.preloaded),
                 "preload_errors": dict(self.preload_errors),
             }
@@ -174,7 +187,7 @@ class _Worker:
                 reply = {
                     "op": "result",
                     "status": "limit" if cellvalues.is_limit(exc) else "error",
-                    "error": cellvalues.describe(exc, None),
+                    "error": cellvalues.describe(exc, None, self.environment),
                     "stdout": "",
                     "stderr": "",
                     "stdout_truncated": False,
@@ -202,10 +215,11 @@ class _Worker:
             exec(compile(code, filename, "exec", dont_inherit=True), self.namespace)
         except SystemExit as exc:
             if exc.code not in (None, 0):
-                status, error = "error", cellvalues.describe(exc, _cell_frames(exc.__traceback__))
+                status = "error"
+                error = cellvalues.describe(exc, _cell_frames(exc.__traceback__), self.environment)
         except BaseException as exc:
             status = "limit" if cellvalues.is_limit(exc) else "error"
-            error = cellvalues.describe(exc, _cell_frames(exc.__traceback__))
+            error = cellvalues.describe(exc, _cell_frames(exc.__traceback__), self.environment)
         finally:
             self.in_cell = False
             if os.getpid() != MAIN_PID:  # a child forked by the cell never answers
@@ -258,7 +272,7 @@ class _Worker:
     def _variables(self) -> dict[str, Any]:
         changed: dict[str, Any] = {}
         budget = MAX_VARIABLES_BYTES
-        current: dict[str, tuple[int, str]] = {}
+        current: dict[str, tuple[Any, str]] = {}
         for name, value in list(self.namespace.items()):
             if (
                 name.startswith("_")
@@ -270,8 +284,10 @@ class _Worker:
             if converted is cellvalues.SKIP:
                 continue
             text = json.dumps(converted, sort_keys=True, ensure_ascii=False)
-            current[name] = (id(value), text)
-            if self.seen.get(name) != current[name] and len(text) <= budget:
+            current[name] = (value, text)
+            seen = self.seen.get(name)
+            same = seen is not None and seen[0] is value and seen[1] == text
+            if not same and len(text) <= budget:
                 changed[name] = converted
                 budget -= len(text)
         self.seen = current
@@ -363,6 +379,7 @@ def main(argv: list[str]) -> int:
     MAIN_PID = os.getpid()
     worker = _Worker(config)
     worker.limit_processes()
+    worker.configure_matplotlib()
     worker.preload()
     worker.serve()
     return 0

@@ -39,6 +39,7 @@ from rar.errors import ProviderError
 from rar.llm.client import Client
 from rar.llm.types import Message
 from rar.runtime.run import Run, RunWaiting, error_value
+from rar.sandbox.result import VOLATILE_FIELDS
 from rar.science import protocol as p
 from rar.science.figures import record_fit_figure
 from rar.science.planner import planner_message
@@ -80,6 +81,7 @@ class Orchestrator:
         self.client = client
         self._fallback_client = fallback  # the planner to use when the model is unavailable
         self.fell_back: dict[str, Any] | None = None
+        self.notes: list[str] = []  # warnings about the setup, e.g. a missing library
         self._research = research
         self._execute = execute
         self.mode = Mode(mode)
@@ -246,6 +248,11 @@ class Orchestrator:
     def _do_execute(self, code: str) -> dict[str, Any]:
         result = self._execute(code)
         self.executions.append(result)
+        error = result.get("error") or {}
+        if isinstance(error, dict) and error.get("missing_library"):  # say it plainly, once
+            said = str(error.get("message"))
+            if said not in self.notes:
+                self.notes.append(said)
         record_fit_figure(self.run, result, len(self.executions))  # a plot of a fit, if any
         self.bdi["executor"].believe(
             f"cell:{len(self.executions)}",
@@ -323,7 +330,7 @@ class Orchestrator:
         }
 
     def _final(self, question: str, final: dict[str, Any], warning: str | None = None) -> Outcome:
-        warnings = [warning] if warning else []
+        warnings = ([warning] if warning else []) + self.notes
         answer = final["answer_markdown"]
         if self.fell_back is not None:
             said = (
@@ -386,7 +393,7 @@ class Orchestrator:
 
 # what a model must never see: it differs between two identical runs, so it would defeat the
 # cache and make the same question cost a model call again
-VOLATILE = frozenset({"duration_ms"})
+VOLATILE = frozenset(VOLATILE_FIELDS)
 
 
 def for_model(result: dict[str, Any]) -> dict[str, Any]:

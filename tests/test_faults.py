@@ -417,6 +417,12 @@ FIU_CASES = {
     ],
     "fsync-errors": ["enable_random name=posix/io/sync/fsync,probability=0.04"],
 }
+# the faults each case injects, as fiu_writer.py counts them on the store's files
+FIU_FIRES = {
+    "write-errors": {"write_errors"},
+    "short-and-failed-writes": {"write_errors", "short_writes"},
+    "fsync-errors": {"fsync_errors"},
+}
 FIU_RUNS = 12
 FIU_EFFECTS = 50
 
@@ -460,7 +466,10 @@ def test_random_io_failures_lose_no_acknowledged_effect_and_leave_no_fused_lines
     failed: dict[str, set[int]] = {}
     start_failed: set[str] = set()
     outcomes = 0
-    for line in acks_path.read_text().splitlines():
+    lines = acks_path.read_text().splitlines()
+    assert lines and lines[-1].startswith("faults "), lines[-1:]
+    fired: dict[str, dict[str, int]] = json.loads(lines.pop()[len("faults ") :])
+    for line in lines:
         word, run_id, *rest = line.split(" ", 3)
         if word == "ack":
             acked.setdefault(run_id, set()).add(int(rest[0]))
@@ -476,6 +485,17 @@ def test_random_io_failures_lose_no_acknowledged_effect_and_leave_no_fused_lines
     started = FIU_RUNS - len(start_failed)
     assert outcomes == started * FIU_EFFECTS  # the child ran to the end
     assert sum(map(len, acked.values())) > started * FIU_EFFECTS // 2  # faults stayed modest
+    # the faults fired, into the log itself, and only the kind this case injects
+    assert FIU_FIRES[case] <= fired.keys(), fired
+    for what, where in fired.items():
+        if what in FIU_FIRES[case]:
+            assert where["log"] > 0, (case, fired)
+        else:
+            assert sum(where.values()) == 0, (case, fired)
+    # ... and some made run.effect fail: the checks below see failed effects, not only acked ones
+    assert sum(map(len, failed.values())) > 0, (case, fired)
+    # a run went on past a failed effect: later effects were acknowledged after the fault
+    assert any(max(acked.get(r, {-1})) > min(f) for r, f in failed.items()), (acked, failed)
 
     store = Store(store_path)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,20 @@ from rar.science import protocol as p
 from rar.science.planner import RuleBasedPlanner, planner_message
 from rar.science.tables import analysis_code, parse_tables
 
-TABLE = {"doc_id": "arrhenius-worked-example", "location": "paragraph_4",
-         "columns": ["T (K)", "k (s^-1)"],
-         "rows": [[300.0, 2.1e-3], [310.0, 4.3e-3], [320.0, 8.4e-3]]}
-ANCHOR = {"doc_id": "arrhenius-worked-example", "doc_title": "A worked Arrhenius example",
-          "location": "paragraph_4", "content_hash": "sha256:" + "a" * 64,
-          "snippet": "Rate constants were measured at three temperatures. They rise fast.",
-          "relevance_score": 0.8}
+TABLE = {
+    "doc_id": "arrhenius-worked-example",
+    "location": "paragraph_4",
+    "columns": ["T (K)", "k (s^-1)"],
+    "rows": [[300.0, 2.1e-3], [310.0, 4.3e-3], [320.0, 8.4e-3]],
+}
+ANCHOR = {
+    "doc_id": "arrhenius-worked-example",
+    "doc_title": "A worked Arrhenius example",
+    "location": "paragraph_4",
+    "content_hash": "sha256:" + "a" * 64,
+    "snippet": "Rate constants were measured at three temperatures. They rise fast.",
+    "relevance_score": 0.8,
+}
 
 
 def conversation(question: str, *results: tuple[str, dict[str, Any]]) -> Request:
@@ -46,35 +54,43 @@ def test_the_planner_states_a_plan_first_then_researches() -> None:
     name, args = next_call(conversation(QUESTION))
     assert name == p.PLAN
     plan = p.Plan.model_validate(args)
-    assert [s.action for s in plan.steps] == [p.DELEGATE_RESEARCH, p.DELEGATE_EXECUTE,
-                                              p.DELEGATE_AUDIT, p.FINALIZE]
+    assert [s.action for s in plan.steps] == [
+        p.DELEGATE_RESEARCH,
+        p.DELEGATE_EXECUTE,
+        p.DELEGATE_AUDIT,
+        p.FINALIZE,
+    ]
     name, args = next_call(conversation(QUESTION, (p.PLAN, {"accepted": True})))
     assert name == p.DELEGATE_RESEARCH and args["query"] == QUESTION
 
 
 def test_a_numeric_question_with_a_table_is_computed_in_the_sandbox() -> None:
-    name, args = next_call(conversation(QUESTION, (p.DELEGATE_RESEARCH,
-                                                   {"anchors": [ANCHOR], "tables": [TABLE]})))
+    name, args = next_call(
+        conversation(QUESTION, (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}))
+    )
     assert name == p.DELEGATE_EXECUTE
     assert "np.polyfit" in args["code"] and "arrhenius-worked-example" in args["purpose"]
 
 
 def test_then_the_draft_is_audited_with_the_computed_claim() -> None:
-    name, args = next_call(conversation(
-        QUESTION,
-        (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
-        (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
-    ))
+    name, args = next_call(
+        conversation(
+            QUESTION,
+            (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
+            (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
+        )
+    )
     assert name == p.DELEGATE_AUDIT
     assert args["claims"][0]["text"] == "Ea = 55.3 kJ/mol"
 
 
 def test_a_challenge_is_answered_with_more_evidence_once_then_it_finalizes() -> None:
-    audit = {"passed": False, "challenges": [{"claim": "Ea = 55.3 kJ/mol",
-                                              "resolve": "JUSTIFY"}]}
-    results = [(p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
-               (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
-               (p.DELEGATE_AUDIT, audit)]
+    audit = {"passed": False, "challenges": [{"claim": "Ea = 55.3 kJ/mol", "resolve": "JUSTIFY"}]}
+    results = [
+        (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
+        (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
+        (p.DELEGATE_AUDIT, audit),
+    ]
     name, args = next_call(conversation(QUESTION, *results))
     assert name == p.REQUEST_MORE_EVIDENCE and args["claim"] == "Ea = 55.3 kJ/mol"
     results.append((p.REQUEST_MORE_EVIDENCE, {"anchors": []}))
@@ -116,6 +132,21 @@ def test_a_claim_cites_each_passage_once(tmp_path: Path) -> None:
 
     question = "What activation energy do the Kissinger DSC data in the corpus give?"
     result = ask_question(question, store=tmp_path / "runs")
+    cited = {f"{a['doc_id']}#{a['location']}" for a in result.anchors}
+    assert result.claims, result.answer
     for claim in result.claims:
-        assert len(claim["anchors"]) == len(set(claim["anchors"])), claim
-    assert "[1][1]" not in result.answer
+        assert claim["anchors"], claim  # every claim is cited ...
+        assert len(claim["anchors"]) == len(set(claim["anchors"])), claim  # ... once per passage
+        assert set(claim["anchors"]) <= cited, claim  # by passages the answer lists as sources
+    # the computed value cites its data table and the other passages found, the table once
+    # although it is both the table the value was computed from and a passage found
+    (value,) = [c for c in result.claims if c["text"].startswith("Ea = ")]
+    assert re.fullmatch(r"Ea = \d+\.\d kJ/mol", value["text"]), value
+    assert len(value["anchors"]) >= 2 and any("kissinger" in ref for ref in value["anchors"])
+    # the rendered answer: each claim's line carries each source number once
+    claims_part = result.answer.split("**Sources.**")[0]
+    lines = [line for line in claims_part.splitlines() if line.startswith("- ")]
+    assert len(lines) == len(result.claims), result.answer
+    for line in lines:
+        numbers = re.findall(r"\[(\d+)\]", line)
+        assert numbers and len(numbers) == len(set(numbers)), line

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -218,13 +220,28 @@ def test_fork_serves_up_to_k_then_goes_live_into_a_new_run(store: Store) -> None
     )
 
 
-def test_replay_refuses_an_entrypoint_that_no_longer_imports(store: Store) -> None:
-    run = run_demo(store)
-    path = store.run_dir(run.id) / "manifest.json"
-    text = path.read_text().replace("rar.demo:demo_agent", "rar.gone:agent")
-    path.write_text(text)
-    with pytest.raises(ReplayRefusedError):  # the edited manifest fails verification first
-        replay(run.id, store=store)
+def test_replay_refuses_an_entrypoint_that_no_longer_imports(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # recorded from a module that is deleted afterwards: the record itself stays sound
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "rar_gone_agent.py").write_text(
+        "def agent(run, n):\n    return run.effect('tool', {'n': n}, lambda: n * 2)\n"
+    )
+    monkeypatch.syspath_prepend(str(code))
+    run = execute("rar_gone_agent:agent", inputs={"n": 21}, store=store, redactor=QUIET)
+    assert store.manifest(run.id).entrypoint == "rar_gone_agent:agent"
+    (code / "rar_gone_agent.py").unlink()
+    monkeypatch.delitem(sys.modules, "rar_gone_agent")
+    importlib.invalidate_caches()
+    assert verify_store(store, [run.id]).ok  # refused for its code, not for its record
+    gone = r"entrypoint rar_gone_agent:agent no longer imports \(ModuleNotFoundError"
+    with pytest.raises(ReplayRefusedError, match=gone) as refused:
+        replay(run.id, store=store, redactor=QUIET)
+    assert refused.value.details == {"entrypoint": "rar_gone_agent:agent"}
+    assert "pass the function to replay()" in refused.value.message
+    assert store.run_ids() == [run.id]  # nothing was recorded for the refused replay
 
 
 def test_replay_refuses_a_missing_entrypoint_module_cleanly(store: Store) -> None:
@@ -309,14 +326,16 @@ def test_resume_continues_an_interrupted_run_in_the_same_log(store: Store) -> No
 
     from rar.runtime.start import record
 
-    run = record("stopped", store=store, redactor=QUIET, inputs={"stop_after": 2},
-                 entrypoint="tests:steps")
+    run = record(
+        "stopped", store=store, redactor=QUIET, inputs={"stop_after": 2}, entrypoint="tests:steps"
+    )
     with pytest.raises(KeyboardInterrupt):
         steps(run, 2)
     run._writer.close()  # the process dies: the run stays RUNNING, lock released
     assert calls == [0, 1]
-    report = resume(run.id, store=store, function=lambda run, stop_after: steps(run, 99),
-                    redactor=QUIET)
+    report = resume(
+        run.id, store=store, function=lambda run, stop_after: steps(run, 99), redactor=QUIET
+    )
     assert report.reproducible and report.served == 2 and report.live == 2
     assert calls == [0, 1, 2, 3]
     events = store.events(run.id)
@@ -340,8 +359,15 @@ def test_branch_with_a_changed_setting_names_its_parent(store: Store) -> None:
 
     run = execute(sample, store=store, seed=1, redactor=QUIET)
     effects = [e for e in store.events(run.id) if e["type"] == "effect"]
-    report = replay(run.id, store=store, mode="fork", at=effects[0]["seq"], function=sample,
-                    overrides={"seed": 2}, redactor=QUIET)
+    report = replay(
+        run.id,
+        store=store,
+        mode="fork",
+        at=effects[0]["seq"],
+        function=sample,
+        overrides={"seed": 2},
+        redactor=QUIET,
+    )
     original = store.resolve_payload(store.events(run.id)[-1]["result"])
     branched = store.resolve_payload(store.events(report.replay_run)[-1]["result"])
     assert branched[0] == original[0] and branched[1:] != original[1:]
@@ -378,8 +404,14 @@ def test_a_live_call_served_by_another_model_is_named_in_the_boundary(store: Sto
 
     run = execute(ask, inputs={"served_by": "model-2024"}, store=store, redactor=QUIET)
     effects = [e for e in store.events(run.id) if e["type"] == "effect"]
-    report = replay(run.id, store=store, mode="fork", at=effects[0]["seq"] - 1,
-                    function=lambda run, served_by: ask(run, "model-2025"), redactor=QUIET)
+    report = replay(
+        run.id,
+        store=store,
+        mode="fork",
+        at=effects[0]["seq"] - 1,
+        function=lambda run, served_by: ask(run, "model-2025"),
+        redactor=QUIET,
+    )
     assert report.live == 1
     (entry,) = report.boundary["served_models"]
     assert entry["expected"] == ["model-2024"] and entry["actual"] == ["model-2025"]
@@ -391,10 +423,12 @@ def test_rar_show_summarises_the_replay_report(store_path: Path) -> None:
     from rar.cli import cli
 
     runner = CliRunner()
-    run_id = orjson.loads(runner.invoke(cli, ["--store", str(store_path), "demo", "--json"])
-                         .stdout)["run_id"]
-    report = orjson.loads(runner.invoke(cli, ["--store", str(store_path), "replay", run_id,
-                                              "--json"]).stdout)
+    run_id = orjson.loads(
+        runner.invoke(cli, ["--store", str(store_path), "demo", "--json"]).stdout
+    )["run_id"]
+    report = orjson.loads(
+        runner.invoke(cli, ["--store", str(store_path), "replay", run_id, "--json"]).stdout
+    )
     shown = runner.invoke(cli, ["--store", str(store_path), "show", report["replay_run"]])
     assert f"reproducible replay of {run_id}: 5 served, 0 live" in shown.stdout
 

@@ -13,6 +13,7 @@ from rar.errors import CanonicalizationError, RunClosedError, RunLockedError
 from rar.hashing import Canonical, digest_value
 from rar.redaction import Redactor
 from rar.runtime.start import record
+from rar.store.blobs import CODEC_ZSTD, PackReader
 from rar.store.events import EVENT_ADAPTER
 from rar.store.store import Store
 from rar.store.verify import verify_store
@@ -221,6 +222,7 @@ def test_effects_after_finish_are_refused(store: Store) -> None:
 
 def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store) -> None:
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+    filler = "the quick brown fox jumps over the lazy dog " * 40
 
     def leaky() -> dict[str, str]:
         return {"echo": f"your key is {key}"}
@@ -244,7 +246,12 @@ def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store
             "llm",
             {
                 "headers": {"Authorization": f"Bearer {key}"},
-                "messages": [{"role": "user", "content": key * 30}],
+                "messages": [
+                    {"role": "user", "content": key * 30},
+                    # large and repetitive: stored zstd-compressed, where a leaked key would
+                    # not show in the pack's raw bytes
+                    {"role": "user", "content": f"{filler} token {key} {filler}"},
+                ],
             },
             leaky,
         )
@@ -252,22 +259,29 @@ def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store
             run.effect("tool", {"name": "x"}, failing)
     assert key not in got["echo"] and "[REDACTED:" in got["echo"]
     leaked = []
+    compressed: list[bytes] = []
     for path in store.root.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
             if path.suffix == ".pack":
-                import zstandard
-
-                from rar.store.blobs import PackReader
-
                 reader = PackReader(path.parent)
-                data = b"".join(
-                    reader.read(r.digest, r.location) for r in reader.scan(path.stem).records
-                )
-                assert zstandard  # packs are compressed: check decoded content
+                records = reader.scan(path.stem).records
+                decoded = [reader.read(r.digest, r.location) for r in records]
+                reader.close()
+                compressed += [
+                    raw
+                    for r, raw in zip(records, decoded, strict=True)
+                    if r.location.codec == CODEC_ZSTD
+                ]
+                # compressed: only decoding shows what the pack holds
+                assert filler.encode() not in data, f"{path.name} stores the message raw"
+                data += b"".join(decoded)  # the stored bytes and what they decode to
             if key.encode() in data:
                 leaked.append(path)
     assert leaked == []
+    # the long message really went through the compressed path, redacted before it was packed
+    (message,) = [raw for raw in compressed if filler.encode() in raw]
+    assert orjson.loads(message)["content"].startswith(f"{filler} token [REDACTED:")
 
 
 def test_the_log_is_canonical_json_lines(store: Store) -> None:

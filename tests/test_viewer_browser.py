@@ -3,6 +3,7 @@ server on 127.0.0.1. Skipped when playwright or /usr/bin/chromium is missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -71,10 +72,29 @@ def _record_runs(store: Store) -> dict[str, str]:
             "relevance_score": 0.9,
         }
         run.log_event("evidence", agent="researcher", anchors=[anchor])
-        run.finish(result={"answer": "late", "claims": [
-            {"text": "late claim", "anchors": ["d1#paragraph_1"]}
-        ]})
+        run.finish(
+            result={
+                "answer": "late",
+                "claims": [{"text": "late claim", "anchors": ["d1#paragraph_1"]}],
+            }
+        )
     ids["long"] = run.id
+    # a ReAct step whose tool request is too large to be inline: the player fetches the blob
+    run = record("a big tool call", store=store, seed=9, durable=False, redactor=Redactor(env={}))
+    with run:
+        query = "kissinger activation energy " * 20
+        call = {"id": "call_1", "name": "lookup", "arguments": {"query": query}}
+        thought = {"response": {"content": "I look it up.", "tool_calls": [call]}}
+        run.effect(
+            "llm", {"model": "m", "messages": [{"role": "user", "content": "?"}]}, lambda: thought
+        )
+        run.effect(
+            "tool",
+            {"name": "lookup", "args": {"query": query}, "call_id": "call_1"},
+            lambda: {"content": "found it"},
+        )
+        run.finish(result={"answer": "found it"})
+    ids["blob_tool"] = run.id
     # a run over a corpus that is edited afterwards: its cited passages no longer match
     corpus = store.root.parent / "edited-corpus"
     shutil.copytree(demo_corpus_path(), corpus)
@@ -114,11 +134,26 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     ARTIFACTS.mkdir(exist_ok=True)
     reader = Store(root)
     events = {run_id: reader.events(run_id) for run_id in ids.values()}
+    # what each tool effect asked, inline in its event or in a blob
+    tool_requests = {
+        run_id: [
+            reader.resolve_payload(e["request"])
+            for e in run_events
+            if e["type"] == "effect" and e["kind"] == "tool"
+        ]
+        for run_id, run_events in events.items()
+    }
     reader.close()
     with ViewerServer(root) as server, sync_api.sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
-            yield {"ids": ids, "base": server.base_url, "browser": browser, "events": events}
+            yield {
+                "ids": ids,
+                "base": server.base_url,
+                "browser": browser,
+                "events": events,
+                "tool_requests": tool_requests,
+            }
         finally:
             browser.close()
 
@@ -463,25 +498,30 @@ def test_a_run_being_written_is_followed_live(world: dict[str, Any], tmp_path: P
         store.close()
 
 
-def test_the_player_reads_like_a_react_loop(world: dict[str, Any], page: Any) -> None:
-    run_id = world["ids"]["demo"]
+# the demo's tool requests are inline in their events; blob_tool's is a blob the page fetches
+@pytest.mark.parametrize("which", ["demo", "blob_tool"])
+def test_the_player_reads_like_a_react_loop(world: dict[str, Any], page: Any, which: str) -> None:
+    run_id = world["ids"][which]
     events = world["events"][run_id]
     tools = [e for e in events if e["type"] == "effect" and e["kind"] == "tool"]
     assert tools
-    name = tools[0]["request"]["value"]["name"] if "value" in tools[0]["request"] else None
+    assert ("value" in tools[0]["request"]) == (which == "demo"), tools[0]["request"]
+    request = world["tool_requests"][run_id][0]
+    name, args = request["name"], request["args"]
     page.goto(f"{world['base']}/runs/{run_id}")
     body = page.locator("#player-body")
     sync_api.expect(page.locator("#player-kind")).to_contain_text("thought")
     # the model's thought names the tool it calls, as name(arguments)
-    sync_api.expect(body.locator(".step-call").first).to_contain_text("→ ")
+    sync_api.expect(body.locator(".step-call").first).to_contain_text(f"→ {name}(")
     sync_api.expect(body.locator("details.step-json")).to_have_count(1)
     page.locator("h1").click()
     page.keyboard.press("ArrowRight")
     sync_api.expect(page.locator("#player-kind")).to_contain_text("action")
     call = body.locator(".step-call")
-    sync_api.expect(call).to_contain_text("(")
-    if name is not None:
-        sync_api.expect(call).to_contain_text(name)
+    # the action is the call as name(arguments), whether the request was inline or a blob
+    sync_api.expect(call).to_have_text(
+        f"{name}({json.dumps(args, separators=(',', ':'), ensure_ascii=False)})"
+    )
     page.keyboard.press("ArrowRight")
     sync_api.expect(page.locator("#player-kind")).to_contain_text("observation")
     sync_api.expect(body).not_to_have_text("loading…")

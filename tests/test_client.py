@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from rar.errors import (
     BadRequestError,
+    ConfigError,
     ProviderUnavailableError,
     RateLimitError,
     StructuredOutputError,
@@ -20,10 +21,14 @@ from rar.llm.cache import ResponseCache
 from rar.llm.client import Client, RetryPolicy
 from rar.llm.interceptors import BudgetExceededError, CostTracker, TokenBucketLimiter
 from rar.llm.profiles import Cost, Profile, Profiles
+from rar.llm.providers.openai import OpenAIText
+from rar.llm.providers.templates import PromptTemplate
 from rar.llm.types import FinishReason
 from rar.redaction import Redactor
+from rar.replay import execute, replay
 from rar.runtime.start import record
 from rar.store.store import Store
+from servers.openai_server import Answer, OpenAIServer
 
 
 class Counting:
@@ -364,3 +369,183 @@ def test_credentials_are_not_part_of_the_cache_key() -> None:
     b = Client(Keyed("sk-two"), profiles=NO_PROFILES)
     request = a.request(messages=[Message.user("q")])
     assert a.targets[0].payload(request) == b.targets[0].payload(request)
+
+
+# --- retries against the policy's cap --------------------------------------------------------
+
+
+def test_a_retry_after_longer_than_the_cap_is_not_retried_and_the_record_says_why(
+    store: Store,
+) -> None:
+    slept: list[float] = []
+    provider = Failing(
+        [RateLimitError("slow down", provider="scripted", status=429, retry_after=90)]
+    )
+    with pytest.raises(RateLimitError) as caught, _run(store) as run:
+        Client(
+            provider, run=run, profiles=NO_PROFILES, sleep=slept.append, retry=RetryPolicy()
+        ).complete(messages=[Message.user("x")])
+    assert provider.calls == 1 and slept == []
+    assert "asked to wait 90 s, longer than the retry cap of 30 s" in str(caught.value)
+    assert "RetryPolicy(max_delay=90)" in str(caught.value)
+    (event,) = _llm_events(store, run.id)
+    assert "longer than the retry cap" in event["error"]["message"]
+
+
+def test_an_async_call_gives_up_at_once_on_a_retry_after_beyond_the_cap() -> None:
+    provider = Failing(
+        [RateLimitError("slow down", provider="scripted", status=429, retry_after=5)]
+    )
+    client = Client(provider, profiles=NO_PROFILES, retry=RetryPolicy(max_delay=1))
+    with pytest.raises(RateLimitError, match="longer than the retry cap of 1 s"):
+        asyncio.run(client.acomplete(messages=[Message.user("x")]))
+    assert provider.calls == 1
+
+
+def test_a_retry_after_beyond_the_cap_moves_on_to_the_fallback() -> None:
+    limited = Failing(
+        [RateLimitError("slow down", provider="scripted", status=429, retry_after=600)],
+        model="large",
+    )
+    backup = Counting("from the backup", model="small")
+    client = Client(limited, fallbacks=[backup], profiles=NO_PROFILES, sleep=lambda s: None)
+    assert client.complete(messages=[Message.user("x")]).content == "from the backup"
+    assert limited.calls == 1
+
+
+# --- the rate limiter and failed calls --------------------------------------------------------
+
+
+def _limiter() -> TokenBucketLimiter:
+    return TokenBucketLimiter(tokens_per_minute=10_000, clock=lambda: 0.0, sleep=lambda s: None)
+
+
+def test_failed_attempts_give_their_reserved_tokens_back_to_the_limiter() -> None:
+    limiter = _limiter()
+    start = limiter.available_tokens
+    busy = [ProviderUnavailableError("busy", provider="scripted", status=503)] * 3
+    client = Client(
+        Failing(busy),
+        profiles=NO_PROFILES,
+        interceptors=[limiter],
+        retry=RetryPolicy(max_attempts=3),
+        sleep=lambda s: None,
+    )
+    with pytest.raises(ProviderUnavailableError):
+        client.complete(messages=[Message.user("a long question " * 50)], max_tokens=1000)
+    assert limiter.reserved_tokens == 0
+    assert limiter.available_tokens == start
+
+
+def test_a_failed_async_attempt_gives_its_reserved_tokens_back() -> None:
+    limiter = _limiter()
+    start = limiter.available_tokens
+    busy = [ProviderUnavailableError("busy", provider="scripted", status=503)] * 2
+    client = Client(
+        Failing(busy),
+        profiles=NO_PROFILES,
+        interceptors=[limiter],
+        retry=RetryPolicy(max_attempts=2),
+    )
+    with pytest.raises(ProviderUnavailableError):
+        asyncio.run(client.acomplete(messages=[Message.user("q " * 100)]))
+    assert (limiter.reserved_tokens, limiter.available_tokens) == (0, start)
+
+
+def test_an_exception_that_is_no_provider_error_gives_the_reservation_back_too() -> None:
+    class Broken:
+        name = "scripted"
+        base_url = None
+        model = "broken"
+
+        def complete(self, request: Request) -> Response:
+            raise RuntimeError("a bug in the provider")
+
+    limiter = _limiter()
+    start = limiter.available_tokens
+    client = Client(Broken(), profiles=NO_PROFILES, interceptors=[limiter])
+    with pytest.raises(RuntimeError):
+        client.complete(messages=[Message.user("q")])
+    assert (limiter.reserved_tokens, limiter.available_tokens) == (0, start)
+
+
+def test_a_later_interceptor_refusing_the_call_releases_the_limiters_reservation() -> None:
+    limiter = _limiter()
+    start = limiter.available_tokens
+    spent = CostTracker(budget=0)
+    client = Client(Counting(), profiles=NO_PROFILES, interceptors=[limiter, spent])
+    with pytest.raises(BudgetExceededError):
+        client.complete(messages=[Message.user("q")])
+    assert (limiter.reserved_tokens, limiter.available_tokens) == (0, start)
+
+
+def test_a_successful_call_settles_the_reservation_with_the_real_usage() -> None:
+    limiter = _limiter()
+    start = limiter.available_tokens
+    client = Client(Failing([]), profiles=NO_PROFILES, interceptors=[limiter])
+    client.complete(messages=[Message.user("q " * 100)])
+    assert limiter.reserved_tokens == 0
+    assert limiter.available_tokens == start - 12  # the answer's 10 input + 2 output tokens
+
+
+# --- the prompt template is part of the cache key ---------------------------------------------
+
+
+def test_text_completions_with_another_template_never_share_a_cache_entry(store: Store) -> None:
+    with OpenAIServer() as server:
+        server.script(Answer(text="chatml answer"), Answer(text="llama3 answer"))
+        answers = []
+        for template in ("chatml", "llama3", "chatml"):
+            provider = OpenAIText("base", base_url=server.base_url, template=template)
+            with _run(store) as run:
+                client = Client(provider, run=run, profiles=NO_PROFILES)
+                answers.append(client.complete(messages=[Message.user("Hi")]).content)
+        prompts = [received.body["prompt"] for received in server.received]
+    assert answers == ["chatml answer", "llama3 answer", "chatml answer"]
+    assert len(prompts) == 2 and prompts[0] != prompts[1]  # the third came from the cache
+    recorded = store.resolve_payload(_llm_events(store, run.id)[0]["request"])
+    assert recorded["template"] == "chatml"
+
+
+def test_cache_explain_names_the_template_when_only_it_differs(store: Store) -> None:
+    with OpenAIServer() as server:
+        server.script(Answer(text="ok"))
+        chatml = OpenAIText("base", base_url=server.base_url, template="chatml")
+        with _run(store) as run:
+            Client(chatml, run=run, profiles=NO_PROFILES).complete(messages=[Message.user("Hi")])
+    llama = Client(
+        OpenAIText("base", base_url=server.base_url, template="llama3"), profiles=NO_PROFILES
+    )
+    payload = llama.targets[0].payload(llama.request(messages=[Message.user("Hi")]))
+    explanation = ResponseCache(store).explain(payload)
+    assert not explanation.hit
+    assert [(d.field, d.cached, d.requested) for d in explanation.differences] == [
+        ("template", "chatml", "llama3")
+    ]
+
+
+def test_a_strict_replay_with_another_template_is_a_mismatch(store: Store) -> None:
+    def agent(template: str) -> Any:
+        def entry(run: Any) -> str | None:
+            provider = OpenAIText("base", base_url=server.base_url, template=template)
+            client = Client(provider, run=run, profiles=NO_PROFILES, cache=False)
+            return client.complete(messages=[Message.user("Hi")]).content
+
+        return entry
+
+    with OpenAIServer() as server:
+        server.script(Answer(text="ok"))
+        source = execute(agent("chatml"), store=store, redactor=Redactor(env={}))
+        same = replay(source.id, store=store, function=agent("chatml"), redactor=Redactor(env={}))
+        other = replay(source.id, store=store, function=agent("none"), redactor=Redactor(env={}))
+        assert len(server.received) == 1  # replays never reach the server
+    assert same.replay_status == "reproducible"
+    assert other.replay_status == "non-reproducible" and other.mismatched == 1
+    fields = {d["field"] for d in other.first_divergence["differences"]}
+    assert "template" in fields
+
+
+def test_a_custom_template_may_not_take_a_built_in_name() -> None:
+    fake = PromptTemplate("chatml", lambda message: message.content or "")
+    with pytest.raises(ConfigError, match="name of a built-in"):
+        OpenAIText("base", base_url="http://127.0.0.1:1/v1", template=fake)

@@ -132,6 +132,34 @@ def test_cost_counts_cached_and_reasoning_tokens_at_their_prices() -> None:
     assert cost.of(usage) == pytest.approx(0.6 + 0.2 + 0.8 + 0.3)
 
 
+def test_cache_writes_cost_a_quarter_more_than_input_unless_priced() -> None:
+    usage = Usage(
+        input_tokens=1_000_000, cached_input_tokens=200_000, cache_write_input_tokens=300_000
+    )
+    fresh, read, written = 0.5, 0.2 * 0.1, 0.3 * 1.25
+    assert Cost(input=1.0, cached_input=0.1).of(usage) == pytest.approx(fresh + read + written)
+    priced = Cost(input=1.0, cached_input=0.1, cache_write_input=2.0)
+    assert priced.of(usage) == pytest.approx(fresh + read + 0.3 * 2.0)
+
+
+def test_cache_write_price_is_read_from_a_profile_file(tmp_path: Path) -> None:
+    path = tmp_path / "rar.toml"
+    path.write_text(
+        '[profiles.claude]\nprovider = "anthropic"\nmodel = "claude-sonnet-4-5"\n'
+        "cost = { input = 3.0, cached_input = 0.3, output = 15.0, cache_write_input = 6.0 }\n"
+    )
+    cost = Profiles.load(path, defaults=False).get("claude").cost
+    assert cost.cache_write_input == 6.0 and Cost(input=3.0).cache_write_price == 3.75
+
+
+def test_usage_recorded_before_cache_writes_were_counted_still_loads() -> None:
+    old = {"input_tokens": 10, "cached_input_tokens": 2, "output_tokens": 3}
+    usage = Usage.model_validate(old)
+    assert usage.cache_write_input_tokens == 0
+    assert usage.plain() == old  # and it records exactly as before
+    assert (usage + Usage(cache_write_input_tokens=4)).cache_write_input_tokens == 4
+
+
 def test_project_and_user_files_are_read_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ from rar.errors import (
     RateLimitError,
     StreamInterruptedError,
 )
+from rar.llm.profiles import Cost
 from rar.llm.providers._anthropic_wire import parse_message
 from rar.llm.providers.anthropic import Anthropic
 from rar.llm.types import (
@@ -309,13 +310,41 @@ def test_thinking_is_off_inside_a_tool_loop(claude: Anthropic, server: Anthropic
     assert server.last.body["max_tokens"] == 1024
 
 
-def test_usage_with_cached_tokens(claude: Anthropic, server: AnthropicServer) -> None:
+def test_usage_counts_the_whole_prompt_with_cache_reads_and_writes_apart(
+    claude: Anthropic, server: AnthropicServer
+) -> None:
+    # Anthropic's input_tokens leaves out cache reads and writes; RAR's input_tokens is the whole
+    # prompt, as OpenAI's prompt_tokens is, with the cached and written parts counted apart
     server.script(
         message(text("ok"), input_tokens=20, output_tokens=9, cache_read=1000, cache_creation=50)
     )
     assert claude.complete(ask()).usage == Usage(
-        input_tokens=1070, cached_input_tokens=1000, output_tokens=9
+        input_tokens=1070, cached_input_tokens=1000, cache_write_input_tokens=50, output_tokens=9
     )
+
+
+def test_a_streamed_answer_reports_its_cache_writes(
+    claude: Anthropic, server: AnthropicServer
+) -> None:
+    server.script(message(text("ok"), input_tokens=5, cache_read=100, cache_creation=400))
+    usage = claude.stream(ask(), lambda chunk: None).usage
+    assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_write_input_tokens) == (
+        505,
+        100,
+        400,
+    )
+
+
+def test_cache_writes_are_billed_at_the_write_price_and_not_again_as_input(
+    claude: Anthropic, server: AnthropicServer
+) -> None:
+    server.script(
+        message(text("ok"), input_tokens=1_000, output_tokens=0, cache_creation=1_000_000)
+    )
+    usage = claude.complete(ask()).usage
+    # Claude Sonnet 4.5 prices: $3 input, $3.75 per million 5-minute cache writes
+    assert Cost(input=3.0).of(usage) == pytest.approx(0.003 + 3.75)
+    assert Cost(input=3.0, cache_write_input=6.0).of(usage) == pytest.approx(0.003 + 6.0)
 
 
 @pytest.mark.parametrize(
@@ -455,6 +484,21 @@ def test_http_errors(
         assert caught.value.status == status
         assert caught.value.retry_after == retry_after
         assert body["error"]["message"] in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "should_retry"),
+    [(529, "overloaded_error", "false"), (400, "invalid_request_error", "true")],
+)
+def test_x_should_retry_decides_whether_an_error_is_retryable(
+    claude: Anthropic, server: AnthropicServer, status: int, kind: str, should_retry: str
+) -> None:
+    headers = {"x-should-retry": should_retry, "retry-after-ms": "2500"}
+    server.script(Raw(status, error(kind, "says the server"), headers))
+    with pytest.raises(ProviderError) as caught:
+        claude.complete(ask())
+    assert caught.value.retryable is (should_retry == "true")
+    assert caught.value.retry_after == 2.5
 
 
 REFUSED = Raw(401, error("authentication_error", "invalid x-api-key"))

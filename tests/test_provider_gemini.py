@@ -46,6 +46,7 @@ from servers.gemini_server import (
     Stream,
     blocked,
     call,
+    call_with_id,
     dump,
     error,
     part,
@@ -307,6 +308,49 @@ def test_tool_results_are_sent_back_as_function_responses(
     ]
 
 
+def test_the_models_own_call_ids_are_kept_and_missing_ones_made_up(
+    gemini: Gemini, server: GeminiServer
+) -> None:
+    server.script(response(call_with_id("fc-7f3a", "get_weather", city="Paris"), call("clock")))
+    answer = gemini.complete(ask(tools=(WEATHER, CLOCK)))
+    assert [c.id for c in answer.tool_calls] == ["fc-7f3a", "call_clock_1"]
+
+
+def test_streamed_calls_keep_the_models_ids(gemini: Gemini, server: GeminiServer) -> None:
+    server.script(response(call_with_id("fc-1", "clock"), call_with_id("fc-2", "clock")))
+    streamed = gemini.stream(ask(tools=(CLOCK,)), lambda chunk: None)
+    assert [c.id for c in streamed.tool_calls] == ["fc-1", "fc-2"]
+
+
+def test_the_models_call_ids_go_back_with_the_calls_and_their_results(
+    gemini: Gemini, server: GeminiServer
+) -> None:
+    given = ToolCall(id="fc-7f3a", name="get_weather", arguments='{"city": "Paris"}')
+    made_up = ToolCall(id="call_clock_1", name="clock", arguments="{}")
+    server.script(response(part("Done.")))
+    gemini.complete(
+        Request(
+            model=MODEL,
+            messages=(
+                Message.user("weather?"),
+                Message.assistant(None, [given, made_up]),
+                Message.tool(given, '{"temp": 21}'),
+                Message.tool(made_up, "noon"),
+            ),
+            tools=(WEATHER, CLOCK),
+        )
+    )
+    model_turn, results = server.last.body["contents"][1:]
+    assert model_turn["parts"] == [
+        {"functionCall": {"id": "fc-7f3a", "name": "get_weather", "args": {"city": "Paris"}}},
+        {"functionCall": {"name": "clock", "args": {}}},
+    ]
+    assert results["parts"] == [
+        {"functionResponse": {"id": "fc-7f3a", "name": "get_weather", "response": {"temp": 21}}},
+        {"functionResponse": {"name": "clock", "response": {"content": "noon"}}},
+    ]
+
+
 def test_gemini_3_replays_calls_with_the_signature_stand_in(
     gemini: Gemini, server: GeminiServer
 ) -> None:
@@ -436,6 +480,15 @@ def test_streamed_tool_calls_match_the_plain_answer(gemini: Gemini, server: Gemi
     streamed = gemini.stream(ask(tools=(WEATHER, CLOCK)), lambda chunk: None)
     assert streamed == gemini.complete(ask(tools=(WEATHER, CLOCK)))
     assert [c.id for c in streamed.tool_calls] == ["call_get_weather_0", "call_clock_1"]
+
+
+def test_a_stream_over_the_answer_limit_is_refused_naming_it(
+    gemini: Gemini, server: GeminiServer
+) -> None:
+    gemini.max_stream_bytes = 1_000
+    server.script(Stream.of(response(part("word " * 400)), piece=20))
+    with pytest.raises(MalformedResponseError, match="limit of 1000 bytes for one answer"):
+        gemini.stream(ask(), lambda chunk: None)
 
 
 @pytest.mark.parametrize("how", ["cut_after", "drop_after"])

@@ -8,12 +8,14 @@ format. Nothing leaves 127.0.0.1 except the opt-in live test at the end.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import socket
 from collections.abc import Iterator
 
 import httpx2
 import openai
+import orjson
 import pytest
 
 from rar.errors import (
@@ -27,6 +29,10 @@ from rar.errors import (
     RateLimitError,
     StreamInterruptedError,
 )
+from rar.llm.client import Client, RetryPolicy
+from rar.llm.profiles import Profiles
+from rar.llm.providers._http import parse_retry_after
+from rar.llm.providers._openai_wire import is_reasoning_model
 from rar.llm.providers.openai import OpenAIChat, OpenAIText, is_local_url
 from rar.llm.providers.templates import get_template
 from rar.llm.types import (
@@ -40,6 +46,9 @@ from rar.llm.types import (
     ToolSpec,
     Usage,
 )
+from rar.redaction import Redactor
+from rar.runtime.start import record
+from rar.store.store import Store
 from servers.openai_server import Answer, Call, OpenAIServer, Raw, chat_completion
 
 KEY = "sk-test-DO-NOT-LEAK-0123456789abcdef"
@@ -246,6 +255,50 @@ def test_unset_fields_are_not_sent(server: OpenAIServer, chat: OpenAIChat) -> No
     }
 
 
+@pytest.mark.parametrize(
+    "model", ["o1", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "gpt-5.1", "openai/o3"]
+)
+def test_reasoning_models_are_sent_max_completion_tokens_on_any_server(
+    server: OpenAIServer, chat: OpenAIChat, model: str
+) -> None:
+    server.script(Answer(content="ok"))
+    chat.complete(ask(max_tokens=64).model_copy(update={"model": model}))
+    assert server.last.body["max_completion_tokens"] == 64
+    assert "max_tokens" not in server.last.body
+
+
+@pytest.mark.parametrize("model", ["llama3.1:8b", "gpt-4o-mini", "qwen2.5", "omni-moderation"])
+def test_other_models_on_a_compatible_server_keep_max_tokens(
+    server: OpenAIServer, chat: OpenAIChat, model: str
+) -> None:
+    server.script(Answer(content="ok"))
+    chat.complete(ask(max_tokens=64).model_copy(update={"model": model}))
+    assert server.last.body["max_tokens"] == 64
+    assert "max_completion_tokens" not in server.last.body
+
+
+def test_the_official_api_is_sent_max_completion_tokens_for_every_model() -> None:
+    sent: list[dict[str, object]] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(orjson.loads(request.content))
+        return httpx2.Response(200, json=chat_completion(Answer(content="ok")))
+
+    with httpx2.Client(transport=httpx2.MockTransport(answer)) as client:
+        provider = OpenAIChat(base_url="https://api.openai.com/v1", api_key=KEY, http_client=client)
+        provider.complete(ask(max_tokens=32).model_copy(update={"model": "gpt-4o-mini"}))
+    assert sent[0]["max_completion_tokens"] == 32 and "max_tokens" not in sent[0]
+
+
+def test_text_completion_keeps_max_tokens_even_for_a_reasoning_model_name(
+    server: OpenAIServer,
+) -> None:
+    server.script(Answer(text="ok"))
+    with text_provider(server, "none") as provider:
+        provider.complete(ask(max_tokens=8).model_copy(update={"model": "o3"}))
+    assert server.last.body["max_tokens"] == 8
+
+
 @pytest.mark.parametrize("choice", ["auto", "none", "required"])
 def test_tool_choice_keywords_are_sent_as_they_are(
     server: OpenAIServer, chat: OpenAIChat, choice: str
@@ -374,6 +427,48 @@ def test_an_error_event_mid_stream_is_an_interruption(
         chat.stream(ask(), lambda chunk: None)
 
 
+def test_a_stream_event_over_one_mebibyte_is_refused_naming_the_limit(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    big = b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"a" * (1 << 20) + b'"}}]}'
+    server.script(Raw(200, big + b"\n\n", headers={"content-type": "text/event-stream"}))
+    with pytest.raises(MalformedResponseError, match="limit of 1 MiB for one event"):
+        chat.stream(ask(), lambda chunk: None)
+
+
+def test_an_unterminated_endless_event_line_is_refused_before_it_is_all_read(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    endless = b"data: " + b"a" * (3 << 20)  # no newline: a line reader would buffer it all
+    server.script(Raw(200, endless, headers={"content-type": "text/event-stream"}))
+    with pytest.raises(MalformedResponseError, match="limit of 1 MiB for one event"):
+        chat.stream(ask(), lambda chunk: None)
+
+
+def test_a_streamed_answer_over_the_whole_answer_limit_is_refused_and_never_cached(
+    server: OpenAIServer, chat: OpenAIChat, store: Store
+) -> None:
+    chat.max_stream_bytes = 2_000
+    answer = Answer(content="many words " * 200, piece=4)
+    server.script(answer, answer)
+    for _ in range(2):
+        with (
+            pytest.raises(MalformedResponseError, match="limit of 2000 bytes for one answer"),
+            record("stream cap", store=store, redactor=Redactor(env={})) as run,
+        ):
+            Client(chat, run=run, profiles=Profiles()).stream(messages=[Message.user("talk")])
+    assert len(server.received) == 2  # the failed answer was not served from the cache
+
+
+def test_a_stream_of_another_content_type_is_malformed(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    body = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+    server.script(Raw(200, body, headers={"content-type": "text/plain"}))
+    with pytest.raises(MalformedResponseError, match="text/event-stream"):
+        chat.stream(ask(), lambda chunk: None)
+
+
 def test_a_server_that_ignores_stream_still_gives_the_answer_and_its_chunks(
     server: OpenAIServer, chat: OpenAIChat
 ) -> None:
@@ -469,6 +564,76 @@ def test_http_503_is_unavailable_and_retryable(server: OpenAIServer, chat: OpenA
     assert caught.value.retryable
 
 
+def test_retry_after_ms_is_read_in_milliseconds_and_wins_over_retry_after(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    headers = {"retry-after-ms": "1500", "Retry-After": "9"}
+    server.script(Raw(429, _error("Rate limit reached", "requests"), headers=headers))
+    with pytest.raises(RateLimitError) as caught:
+        chat.complete(ask())
+    assert caught.value.retry_after == 1.5
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "milliseconds", "seconds"),
+    [
+        ("3", None, 3.0),
+        ("2.5", "abc", 2.5),  # an unreadable retry-after-ms falls back to Retry-After
+        (None, "750", 0.75),
+        ("1e400", None, math.inf),  # a server asking for forever: no cap allows it
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None, 0.0),  # a date in the past: now
+        ("soon", None, None),
+        (None, None, None),
+    ],
+)
+def test_retry_after_headers_are_read_as_the_sdks_read_them(
+    retry_after: str | None, milliseconds: str | None, seconds: float | None
+) -> None:
+    assert parse_retry_after(retry_after, milliseconds=milliseconds) == seconds
+
+
+def test_x_should_retry_false_stops_retries_of_a_retryable_status(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    headers = {"x-should-retry": "false"}
+    server.script(Raw(503, _error("overloaded", "server_error"), headers=headers))
+    slept: list[float] = []
+    client = Client(chat, profiles=Profiles(), sleep=slept.append)
+    with pytest.raises(ProviderUnavailableError) as caught:
+        client.complete(messages=[Message.user("hi")])
+    assert not caught.value.retryable
+    assert len(server.received) == 1 and slept == []
+
+
+def test_x_should_retry_true_retries_a_status_that_is_not_retried_otherwise(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    headers = {"x-should-retry": "true", "retry-after-ms": "250"}
+    server.script(Raw(400, _error("try again", "invalid_request_error"), headers=headers))
+    server.script(Answer(content="second time lucky"))
+    slept: list[float] = []
+    client = Client(chat, profiles=Profiles(), sleep=slept.append)
+    assert client.complete(messages=[Message.user("hi")]).content == "second time lucky"
+    assert len(server.received) == 2 and slept == [0.25]
+
+
+@pytest.mark.parametrize(
+    "headers", [{"Retry-After": "120"}, {"retry-after-ms": "120000", "Retry-After": "1"}]
+)
+def test_a_retry_after_beyond_the_cap_gives_up_at_once_and_says_why(
+    server: OpenAIServer, chat: OpenAIChat, headers: dict[str, str]
+) -> None:
+    server.script(Raw(429, _error("Rate limit reached", "requests"), headers=headers))
+    slept: list[float] = []
+    client = Client(chat, profiles=Profiles(), sleep=slept.append, retry=RetryPolicy(max_delay=30))
+    with pytest.raises(RateLimitError) as caught:
+        client.complete(messages=[Message.user("hi")])
+    message = str(caught.value)
+    assert "asked to wait 120 s, longer than the retry cap of 30 s" in message
+    assert "RetryPolicy(max_delay=120)" in message
+    assert len(server.received) == 1 and slept == []
+
+
 def test_a_refused_connection_is_unavailable_and_retryable() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -546,6 +711,30 @@ def test_a_base_url_without_scheme_is_a_config_error() -> None:
 )
 def test_loopback_and_private_addresses_count_as_local(url: str, local: bool) -> None:
     assert is_local_url(url) is local
+
+
+@pytest.mark.parametrize(
+    ("model", "reasoning"),
+    [
+        ("o1", True),
+        ("o1-preview", True),
+        ("o3-mini-2025-01-31", True),
+        ("o4-mini", True),
+        ("gpt-5", True),
+        ("gpt-5-nano", True),
+        ("gpt-5.1-codex", True),
+        ("openai/gpt-5-mini", True),
+        ("ft:o4-mini-2025-04-16:acme::abc123", True),
+        ("gpt-4o", False),
+        ("gpt-4.1-mini", False),
+        ("gpt-50", False),
+        ("ollama", False),
+        ("omni-moderation-latest", False),
+        ("llama3", False),
+    ],
+)
+def test_reasoning_models_are_recognised_by_name(model: str, reasoning: bool) -> None:
+    assert is_reasoning_model(model) is reasoning
 
 
 # --- async ------------------------------------------------------------------------------------

@@ -116,6 +116,131 @@ def test_docstring_args_section_describes_each_argument_including_continuation_l
     assert "Args" not in add.description
 
 
+def _numpy_style(symbol: str, limit: int = 5) -> list[str]:
+    """Find compounds whose formula contains an element.
+
+    Looks in the packaged table.
+
+    Parameters
+    ----------
+    symbol : str
+        the element symbol,
+        such as "Fe".
+    limit : int, optional
+        at most this many results.
+
+    Returns
+    -------
+    list of str
+        the formulas.
+
+    Notes
+    -----
+    The table is small.
+    """
+    return []
+
+
+def _sphinx_style(symbol: str, limit: int = 5) -> list[str]:
+    """Find compounds whose formula contains an element.
+
+    Looks in the packaged table.
+
+    :param symbol: the element symbol,
+        such as "Fe".
+    :type symbol: str
+    :param int limit: at most this many results.
+    :returns: the formulas.
+    :rtype: list[str]
+    :raises KeyError: for an unknown symbol.
+    """
+    return []
+
+
+def _google_style(symbol: str, limit: int = 5) -> list[str]:
+    """Find compounds whose formula contains an element.
+
+    Looks in the packaged table.
+
+    Args:
+        symbol (str): the element symbol,
+            such as "Fe".
+        limit: at most this many results.
+
+    Returns:
+        the formulas.
+
+    Raises:
+        KeyError: for an unknown symbol.
+
+    Examples:
+        >>> lookup("Fe")
+    """
+    return []
+
+
+def _epydoc_style(symbol: str, limit: int = 5) -> list[str]:
+    """Find compounds whose formula contains an element.
+
+    Looks in the packaged table.
+
+    @param symbol: the element symbol,
+        such as "Fe".
+    @param limit: at most this many results.
+    @return: the formulas.
+    """
+    return []
+
+
+@pytest.mark.parametrize(
+    "function",
+    [_google_style, _numpy_style, _sphinx_style, _epydoc_style],
+    ids=lambda f: f.__name__,
+)
+def test_docstring_sections_of_every_style_describe_the_arguments_not_the_tool(
+    function: Any,
+) -> None:
+    made = tool(name="lookup")(function)
+    assert made.description == (
+        "Find compounds whose formula contains an element.\n\nLooks in the packaged table."
+    )
+    props = made.parameters["properties"]
+    assert props["symbol"]["description"] == 'the element symbol, such as "Fe".'
+    assert props["limit"]["description"] == "at most this many results."
+
+
+def test_a_google_argument_described_in_two_paragraphs_keeps_both() -> None:
+    @tool
+    def f(x: int, y: int) -> None:
+        """Summary.
+
+        Args:
+            x: the x.
+
+                More about x.
+            y: the y.
+
+        Returns:
+            nothing.
+        """
+
+    assert f.description == "Summary."
+    props = f.parameters["properties"]
+    assert props["x"]["description"] == "the x. More about x."
+    assert props["y"]["description"] == "the y."
+
+
+def test_a_docstring_that_opens_with_its_arguments_has_no_description() -> None:
+    @tool
+    def f(x: int) -> None:
+        """Args:
+        x: the x.
+        """
+
+    assert f.description == ""
+    assert f.parameters["properties"]["x"]["description"] == "the x."
+
+
 def test_a_field_default_keeps_its_description_and_default() -> None:
     @tool
     def f(n: int = pydantic.Field(3, description="from Field")) -> int:

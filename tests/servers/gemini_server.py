@@ -50,6 +50,11 @@ def call(name: str, **arguments: Any) -> Part:
     return Part(function_call=FunctionCall(name=name, args=arguments))
 
 
+def call_with_id(call_id: str, name: str, **arguments: Any) -> Part:
+    """A ``functionCall`` carrying the id the model gave it (as Gemini 3 does)."""
+    return Part(function_call=FunctionCall(id=call_id, name=name, args=arguments))
+
+
 def usage(
     prompt: int = 11, candidates: int = 7, cached: int | None = None, thoughts: int | None = None
 ) -> GenerateContentResponseUsageMetadata:

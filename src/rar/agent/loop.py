@@ -151,12 +151,4 @@ def _snapshot(stats: UsageStats) -> tuple[Usage, float]:
 
 def _since(stats: UsageStats, before: tuple[Usage, float]) -> tuple[Usage, float]:
     usage, cost = before
-    return (
-        Usage(
-            input_tokens=stats.usage.input_tokens - usage.input_tokens,
-            cached_input_tokens=stats.usage.cached_input_tokens - usage.cached_input_tokens,
-            output_tokens=stats.usage.output_tokens - usage.output_tokens,
-            reasoning_tokens=stats.usage.reasoning_tokens - usage.reasoning_tokens,
-        ),
-        stats.cost - cost,
-    )
+    return stats.usage - usage, stats.cost - cost

@@ -1,11 +1,11 @@
 """The model response cache: recorded answers served again without any HTTP request.
 
 The cache key is the digest of the recorded request of an ``llm`` effect: the canonical,
-redacted, provider-neutral request plus the provider and base URL (credentials, timeouts and
-retry settings are never part of it; sampling parameters, seed, tools, tool_choice and response
-format are). It is the same digest the record holds, so the cache is nothing but an index over
-recorded calls: the rows live in the store's ``index.sqlite`` and are rebuilt from the logs
-when the index is.
+redacted, provider-neutral request plus the provider, base URL and, for text completion, the
+prompt template (credentials, timeouts and retry settings are never part of it; sampling
+parameters, seed, tools, tool_choice and response format are). It is the same digest the
+record holds, so the cache is nothing but an index over recorded calls: the rows live in the
+store's ``index.sqlite`` and are rebuilt from the logs when the index is.
 
 Answers that were cut short (``finish_reason == "length"``), errors and interrupted streams are
 never cached. A miss explains itself: :meth:`ResponseCache.explain` names the nearest cached

@@ -9,15 +9,17 @@
     plan = client.structured(request, Plan)                  # pydantic model, repaired up to N
 
 One call is one ``llm`` effect: the request recorded is the provider-neutral request plus the
-provider and base URL, whose digest is also the cache key. Inside the effect, the client serves
-a cached answer if the store has one, or calls the provider, retrying transient failures with
-backoff (honouring ``Retry-After``) and then the fallback chain; the result records whether it
-was cached and every failed attempt. Errors after all attempts are recorded as error values.
+provider, base URL and (text completion) prompt template, whose digest is also the cache key.
+Inside the effect, the client serves a cached answer if the store has one, or calls the
+provider, retrying transient failures with backoff (honouring ``Retry-After``, giving up when
+it asks for more than the policy's cap) and then the fallback chain; the result records whether
+it was cached and every failed attempt. Errors after all attempts are recorded as error values.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,11 +29,18 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rar.errors import ConfigError, ProviderError, StructuredOutputError
+from rar.llm.alignment import align
 from rar.llm.cache import ResponseCache, cacheable
 from rar.llm.connect import connect
 from rar.llm.interceptors import CallContext, CallStats, Interceptor, UsageStats
 from rar.llm.profiles import Profile, Profiles
-from rar.llm.provider import ChunkCallback, Provider, provider_base_url, provider_name
+from rar.llm.provider import (
+    ChunkCallback,
+    Provider,
+    provider_base_url,
+    provider_name,
+    provider_template,
+)
 from rar.llm.types import Message, Request, Response, ResponseFormat, StreamChunk
 from rar.runtime.run import Run
 from rar.store.store import Store
@@ -42,7 +51,12 @@ ModelSpec = str | Profile | Provider
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff for retryable errors; ``Retry-After`` wins when the provider sends it."""
+    """Exponential backoff for retryable errors; ``Retry-After`` wins when the provider sends it.
+
+    ``max_delay`` caps every wait. A provider that asks for a longer one (``Retry-After`` or
+    ``retry-after-ms``) is not retried: the call fails at once, naming both times, rather than
+    retrying too early after the cap.
+    """
 
     max_attempts: int = 4
     base_delay: float = 0.5
@@ -68,7 +82,14 @@ class _Target:
             model = str(getattr(spec, "model", None) or name)
             self.profile = Profile(name=f"{name}:{model}", provider=_known(name), model=model)
             self._provider = spec
+        # a name or a profile is resolved against the environment: a replay aligns it
+        self.aligned = isinstance(spec, str | Profile)
         self._lock = threading.Lock()
+
+    def rebind(self, profile: Profile) -> None:
+        """Use ``profile`` (the recorded configuration, in a replay) instead of the resolved one."""
+        with self._lock:
+            self.profile, self._provider = profile, None
 
     @property
     def provider(self) -> Provider:
@@ -84,11 +105,17 @@ class _Target:
                 self._provider = connect(self.profile, check_key=True)
 
     def payload(self, request: Request) -> dict[str, Any]:
-        return {
+        """The recorded request, whose digest is the cache key: a text-completion provider's
+        template is in it, since the same messages make another prompt with another one."""
+        payload: dict[str, Any] = {
             "provider": provider_name(self.provider),
             "base_url": provider_base_url(self.provider),
-            "request": request.payload(),
         }
+        template = provider_template(self.provider)
+        if template is not None:
+            payload["template"] = template
+        payload["request"] = request.payload()
+        return payload
 
 
 def _known(name: str) -> str:
@@ -114,6 +141,10 @@ class Client:
         profiles = profiles or Profiles.load()
         self.targets = [_Target(spec, profiles) for spec in (model, *fallbacks)]
         self.run = run
+        if run is not None:
+            for target in self.targets:
+                if target.aligned:
+                    align(run, target)
         store = store or (run.store if run is not None else None)
         redactor = run.redactor if run is not None else None
         self.cache = (
@@ -256,10 +287,11 @@ class Client:
         for target in self.targets:
             call_request = request.model_copy(update={"model": target.profile.model})
             for attempt in range(1, self.retry.max_attempts + 1):
-                call = CallContext(call_request, target.profile, attempt)
+                around = _Around(
+                    self.interceptors, CallContext(call_request, target.profile, attempt)
+                )
                 try:
-                    for interceptor in self.interceptors:
-                        interceptor.before(call)
+                    around.before()
                     provider = target.provider
                     stream = getattr(provider, "stream", None)
                     if deliver is not None and stream is not None:
@@ -268,15 +300,17 @@ class Client:
                         response = provider.complete(call_request)
                         if deliver is not None and response.content:
                             deliver(StreamChunk(kind="content", text=response.content))
-                    for interceptor in self.interceptors:
-                        interceptor.after(call, response)
+                    around.after(response)
                     return _result(response, target, failures)
-                except ProviderError as exc:
+                except BaseException as exc:
+                    around.failed(exc)
+                    if not isinstance(exc, ProviderError):
+                        raise
+                    delay = None if deliver is not None else self._retry_delay(attempt, exc)
                     failures.append((_failure(target, exc), exc))
-                    if not exc.retryable or deliver is not None:
+                    if delay is None:
                         break
-                    if attempt < self.retry.max_attempts:
-                        self._sleep(self.retry.delay(attempt, exc.details.get("retry_after")))
+                    self._sleep(delay)
         raise _last_error(failures)
 
     async def _alive(self, request: Request) -> dict[str, Any]:
@@ -284,28 +318,43 @@ class Client:
         for target in self.targets:
             call_request = request.model_copy(update={"model": target.profile.model})
             for attempt in range(1, self.retry.max_attempts + 1):
-                call = CallContext(call_request, target.profile, attempt)
+                around = _Around(
+                    self.interceptors, CallContext(call_request, target.profile, attempt)
+                )
                 try:
-                    for interceptor in self.interceptors:
-                        await asyncio.to_thread(interceptor.before, call)
+                    await around.abefore()
                     provider = target.provider
                     acomplete = getattr(provider, "acomplete", None)
                     if acomplete is not None:
                         response = await acomplete(call_request)
                     else:
                         response = await asyncio.to_thread(provider.complete, call_request)
-                    for interceptor in self.interceptors:
-                        interceptor.after(call, response)
+                    around.after(response)
                     return _result(response, target, failures)
-                except ProviderError as exc:
+                except BaseException as exc:  # cancelled calls give back what they reserved too
+                    around.failed(exc)
+                    if not isinstance(exc, ProviderError):
+                        raise
+                    delay = self._retry_delay(attempt, exc)
                     failures.append((_failure(target, exc), exc))
-                    if not exc.retryable:
+                    if delay is None:
                         break
-                    if attempt < self.retry.max_attempts:
-                        await asyncio.sleep(
-                            self.retry.delay(attempt, exc.details.get("retry_after"))
-                        )
+                    await asyncio.sleep(delay)
         raise _last_error(failures)
+
+    def _retry_delay(self, attempt: int, exc: ProviderError) -> float | None:
+        """Seconds to wait before trying this target again, or None to stop trying it.
+
+        A provider asking for a longer wait than the policy's cap is not retried at all: the
+        error then says how long it asked for and how to raise the cap.
+        """
+        if not exc.retryable or attempt >= self.retry.max_attempts:
+            return None
+        retry_after = exc.details.get("retry_after")
+        if retry_after is not None and float(retry_after) > self.retry.max_delay:
+            _asked_too_long(exc, float(retry_after), self.retry.max_delay)
+            return None
+        return self.retry.delay(attempt, retry_after)
 
     def _finish(self, request: Request, result: dict[str, Any], latency: float) -> Response:
         response = Response.model_validate(result["response"])
@@ -366,6 +415,55 @@ def _failure(target: _Target, exc: ProviderError) -> dict[str, Any]:
         "message": exc.message,
         "status": exc.details.get("status"),
     }
+
+
+class _Around:
+    """The interceptors around one attempt: each one whose ``before`` returned gets ``after``
+    with the answer, or its optional ``failed(call, error)`` when the attempt fails, so what it
+    reserved in ``before`` (a rate limiter's tokens) is given back on every failure path."""
+
+    def __init__(self, interceptors: Sequence[Interceptor], call: CallContext) -> None:
+        self.interceptors = interceptors
+        self.call = call
+        self.entered: list[Interceptor] = []
+
+    def before(self) -> None:
+        for interceptor in self.interceptors:
+            interceptor.before(self.call)
+            self.entered.append(interceptor)
+
+    async def abefore(self) -> None:
+        for interceptor in self.interceptors:  # before may wait (rate limits): not on the loop
+            await asyncio.to_thread(interceptor.before, self.call)
+            self.entered.append(interceptor)
+
+    def after(self, response: Response) -> None:
+        while self.entered:
+            self.entered[0].after(self.call, response)
+            self.entered.pop(0)
+
+    def failed(self, error: BaseException) -> None:
+        entered, self.entered = self.entered, []
+        for interceptor in entered:
+            hook = getattr(interceptor, "failed", None)
+            if hook is not None:
+                hook(self.call, error)
+
+
+def _asked_too_long(exc: ProviderError, wait: float, cap: float) -> None:
+    """Extend ``exc``'s message: the provider asked for a wait longer than the retry cap."""
+    how = (
+        f"to wait that long, raise the cap: Client(..., retry=RetryPolicy(max_delay="
+        f"{math.ceil(wait)}))"
+        if math.isfinite(wait)
+        else "it gave no finite time, so waiting cannot help; try again later"
+    )
+    exc.message = (
+        f"{exc.message}; the provider asked to wait {wait:g} s, longer than the retry cap of "
+        f"{cap:g} s (RetryPolicy.max_delay), so RAR gave up instead of retrying; {how}"
+    )
+    exc.args = (exc.message,)
+    exc.details["retry_cap"] = cap
 
 
 def _last_error(failures: list[tuple[dict[str, Any], ProviderError]]) -> ProviderError:

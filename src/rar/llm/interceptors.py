@@ -2,8 +2,11 @@
 
 An interceptor has ``before(call)`` and ``after(call, response)``; both run around every live
 attempt (never for cache hits, never in a replay). ``before`` may wait (rate limiting) or raise
-(a budget is spent). Shipped: :class:`TokenBucketLimiter` (requests and tokens per minute) and
-:class:`CostTracker` (cost per model, optional budget).
+(a budget is spent). An interceptor may also have ``failed(call, error)``: when an attempt fails
+(a provider error, any other exception, a cancellation) after its ``before`` returned, the
+client calls it instead of ``after``, so whatever ``before`` reserved can be given back.
+Shipped: :class:`TokenBucketLimiter` (requests and tokens per minute) and :class:`CostTracker`
+(cost per model, optional budget).
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ class CallContext:
 
 
 class Interceptor(Protocol):
+    """``before`` and ``after`` around each live attempt; an optional
+    ``failed(call, error)`` (found by duck typing) runs instead of ``after`` when the attempt
+    fails."""
+
     def before(self, call: CallContext) -> None: ...
 
     def after(self, call: CallContext, response: Response) -> None: ...
@@ -102,8 +109,10 @@ def estimate_request_tokens(request: Request) -> int:
 class TokenBucketLimiter:
     """Waits before a call until it fits within requests and tokens per minute.
 
-    Token use is estimated before the call and corrected with the real usage after it.
-    ``clock`` and ``sleep`` are injectable for tests.
+    Token use is estimated and reserved before the call, and corrected with the real usage
+    after it; a failed call gives its reserved tokens back (``failed``). Its request still
+    counts against requests per minute: the provider saw it. ``clock`` and ``sleep`` are
+    injectable for tests.
     """
 
     def __init__(
@@ -157,10 +166,30 @@ class TokenBucketLimiter:
             self._sleep(wait)
 
     def after(self, call: CallContext, response: Response) -> None:
-        estimate = self._estimates.pop(id(call), 0)
-        if self.tpm:
-            with self._lock:
+        with self._lock:
+            estimate = self._estimates.pop(id(call), 0)
+            if self.tpm:
                 self._tokens += estimate - response.usage.total_tokens
+
+    def failed(self, call: CallContext, error: BaseException) -> None:
+        """Give back the tokens reserved for a call that failed (nothing was generated)."""
+        with self._lock:
+            estimate = self._estimates.pop(id(call), 0)
+            if self.tpm:
+                self._tokens = min(self.tpm, self._tokens + estimate)
+
+    @property
+    def reserved_tokens(self) -> int:
+        """Tokens reserved by calls under way (estimated in ``before``, not yet settled)."""
+        with self._lock:
+            return sum(self._estimates.values())
+
+    @property
+    def available_tokens(self) -> float:
+        """Tokens that may be spent now (refilled to the current time)."""
+        with self._lock:
+            self._refill()
+            return self._tokens
 
 
 class BudgetExceededError(RunError):

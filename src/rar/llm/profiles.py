@@ -54,22 +54,44 @@ DEFAULT_KEY_ENV = {
 }
 
 
+#: Anthropic's price of a 5-minute prompt-cache write, as a multiple of the input price.
+CACHE_WRITE_MULTIPLIER = 1.25
+
+
 class Cost(BaseModel):
-    """Prices in currency units per million tokens."""
+    """Prices in currency units per million tokens.
+
+    ``cached_input`` prices prompt-cache reads (the ``input`` price when 0); ``cache_write_input``
+    prices prompt-cache writes (when unset, 1.25 × ``input``: Anthropic's 5-minute cache write;
+    its 1-hour writes cost 2 × ``input``, so set it when you use those); ``reasoning`` prices
+    reasoning tokens apart from ``output`` when given.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     input: float = 0.0
     cached_input: float = 0.0
     output: float = 0.0
     reasoning: float = 0.0
+    cache_write_input: float | None = None
+
+    @property
+    def cache_write_price(self) -> float:
+        """The price of a prompt-cache write (``cache_write_input``, else 1.25 × ``input``)."""
+        if self.cache_write_input is not None:
+            return self.cache_write_input
+        return CACHE_WRITE_MULTIPLIER * self.input
 
     def of(self, usage: Usage) -> float:
-        fresh_input = max(0, usage.input_tokens - usage.cached_input_tokens)
+        # input_tokens holds the whole prompt: cache reads and writes are billed at their own
+        # prices, and only the rest as fresh input
+        cache_read, cache_write = usage.cached_input_tokens, usage.cache_write_input_tokens
+        fresh_input = max(0, usage.input_tokens - cache_read - cache_write)
         # reasoning tokens are billed within output unless a separate price is given
         output = usage.output_tokens - (usage.reasoning_tokens if self.reasoning else 0)
         return (
             fresh_input * self.input
-            + usage.cached_input_tokens * (self.cached_input or self.input)
+            + cache_read * (self.cached_input or self.input)
+            + cache_write * self.cache_write_price
             + max(0, output) * self.output
             + usage.reasoning_tokens * self.reasoning
         ) / 1_000_000

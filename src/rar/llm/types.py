@@ -130,10 +130,19 @@ class Request(_Frozen):
 
 
 class Usage(_Frozen):
+    """Tokens of one call (or a sum of calls).
+
+    ``input_tokens`` counts the whole prompt, whatever the provider's convention: of it,
+    ``cached_input_tokens`` were read from the provider's prompt cache and
+    ``cache_write_input_tokens`` were written to it (Anthropic's cache writes, billed above the
+    input price). ``reasoning_tokens`` are part of ``output_tokens``.
+    """
+
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -141,10 +150,12 @@ class Usage(_Frozen):
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            **{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields}
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            **{name: getattr(self, name) - getattr(other, name) for name in type(self).model_fields}
         )
 
 

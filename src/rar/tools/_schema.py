@@ -1,9 +1,9 @@
-"""From a Python function to a tool's JSON Schema: docstrings, type hints, pydantic models."""
+"""From a Python function to a tool's JSON Schema: type hints and pydantic models (the argument
+descriptions come from :mod:`rar.tools._docstrings`)."""
 
 from __future__ import annotations
 
 import inspect
-import re
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -12,78 +12,6 @@ import pydantic
 from pydantic.fields import FieldInfo
 
 from rar.tools.errors import InvalidArgumentsError, ToolDefinitionError
-
-_SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns|Return|Yields|"
-    r"Raises|Examples?|Notes?|Warnings?|See Also|Attributes|Todo)\s*:\s*$"
-)
-_ARGS_SECTIONS = {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
-_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-
-
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """The description (text before the first section) and the ``Args:`` descriptions.
-
-    Google style::
-
-        Summary line.
-
-        More text.
-
-        Args:
-            name: what it is,
-                continued on an indented line.
-            other (int): its type in parentheses is ignored.
-    """
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    description: list[str] = []
-    args: dict[str, str] = {}
-    i = 0
-    while i < len(lines) and not _SECTION.match(lines[i].strip()):
-        description.append(lines[i])
-        i += 1
-    while i < len(lines):
-        header = _SECTION.match(lines[i].strip())
-        i += 1
-        if header is None:
-            continue
-        base = None
-        current: str | None = None
-        while i < len(lines):
-            line = lines[i]
-            if line.strip() and _indent(line) == 0:
-                break  # the next section (or trailing text)
-            i += 1
-            if not line.strip() or header.group(1) not in _ARGS_SECTIONS:
-                continue
-            indent = _indent(line)
-            base = indent if base is None else base
-            entry = _ARG_LINE.match(line.strip()) if indent <= base else None
-            if entry:
-                current = entry.group(1)
-                args[current] = entry.group(2).strip()
-            elif current is not None:
-                args[current] = f"{args[current]} {line.strip()}".strip()
-    return _paragraphs(description), args
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _paragraphs(lines: list[str]) -> str:
-    """Join wrapped lines; keep blank-line paragraph breaks."""
-    paragraphs: list[str] = []
-    current: list[str] = []
-    for line in [*lines, ""]:
-        if line.strip():
-            current.append(line.strip())
-        elif current:
-            paragraphs.append(" ".join(current))
-            current = []
-    return "\n\n".join(paragraphs)
 
 
 def arguments_model(

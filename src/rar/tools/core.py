@@ -29,7 +29,8 @@ from typing import Any, TypeVar, overload
 import pydantic
 
 from rar.llm.types import ToolSpec
-from rar.tools._schema import arguments_model, json_schema, parse_docstring, validation_message
+from rar.tools._docstrings import parse_docstring
+from rar.tools._schema import arguments_model, json_schema, validation_message
 from rar.tools.errors import ToolDefinitionError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -138,9 +139,10 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a function: ``@tool`` or ``@tool(name=..., timeout=...)``.
 
-    The name defaults to the function's name, the description to its docstring (the text before
-    the first section), each argument's description to its entry in a Google-style ``Args:``
-    section (an ``Annotated[..., Field(description=...)]`` wins). Arguments without a default
+    The name defaults to the function's name, the description to its docstring's summary and
+    body (never its sections), each argument's description to its entry in the docstring's
+    arguments section, in Google, NumPy, Sphinx or Epydoc style (an
+    ``Annotated[..., Field(description=...)]`` wins). Arguments without a default
     are required. Any type pydantic can validate works: nested models, lists, enums, literals.
     """
 

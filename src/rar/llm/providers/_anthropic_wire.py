@@ -232,14 +232,16 @@ def _usage(usage: Any) -> Usage:
     def count(value: Any) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
-    cached = count(usage.get("cache_read_input_tokens"))
+    # Anthropic's input_tokens leaves out the cache reads and writes; RAR's counts the whole
+    # prompt, as OpenAI's prompt_tokens and Gemini's promptTokenCount do
+    read = count(usage.get("cache_read_input_tokens"))
+    written = count(usage.get("cache_creation_input_tokens"))
     details = usage.get("output_tokens_details")
     thinking = count(details.get("thinking_tokens")) if isinstance(details, dict) else 0
     return Usage(
-        input_tokens=count(usage.get("input_tokens"))
-        + cached
-        + count(usage.get("cache_creation_input_tokens")),
-        cached_input_tokens=cached,
+        input_tokens=count(usage.get("input_tokens")) + read + written,
+        cached_input_tokens=read,
+        cache_write_input_tokens=written,
         output_tokens=count(usage.get("output_tokens")),
         reasoning_tokens=thinking,
     )

@@ -100,7 +100,10 @@ def _contents(request: Request) -> list[dict[str, Any]]:
                 )
             text = message.content or ""
             result = {"error": text} if message.is_error else _as_object(text)
-            part: dict[str, Any] = {"functionResponse": {"name": name, "response": result}}
+            answer: dict[str, Any] = {"name": name, "response": result}
+            if message.tool_call_id and not _generated_id(message.tool_call_id, name):
+                answer["id"] = message.tool_call_id  # pairs the result with the model's call
+            part: dict[str, Any] = {"functionResponse": answer}
             if previous_tool:
                 contents[-1]["parts"].append(part)
             else:
@@ -119,7 +122,10 @@ def _contents(request: Request) -> list[dict[str, Any]]:
                 raise BadRequestError(
                     f"an assistant message holds invalid tool arguments: {exc}", provider=PROVIDER
                 ) from None
-            call_part: dict[str, Any] = {"functionCall": {"name": call.name, "args": args}}
+            function: dict[str, Any] = {"name": call.name, "args": args}
+            if not _generated_id(call.id, call.name):
+                function["id"] = call.id
+            call_part: dict[str, Any] = {"functionCall": function}
             if signed and index == 0:
                 call_part["thoughtSignature"] = SKIP_SIGNATURE
             parts.append(call_part)
@@ -314,7 +320,21 @@ def _tool_call(call: Any, index: int) -> ToolCall:
         raise MalformedResponseError("a functionCall's args is not an object", provider=PROVIDER)
     name = call["name"]
     arguments = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
-    return ToolCall(id=f"call_{name}_{index}", name=name, arguments=arguments)
+    given = call.get("id")
+    call_id = given if isinstance(given, str) and given else generated_id(name, index)
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def generated_id(name: str, index: int) -> str:
+    """The id RAR gives a ``functionCall`` that came without one: deterministic (the name and
+    the call's position in the answer), so a replay matches it."""
+    return f"call_{name}_{index}"
+
+
+def _generated_id(call_id: str, name: str) -> bool:
+    """Whether ``call_id`` is one RAR made up (:func:`generated_id`), never sent to Gemini."""
+    prefix = f"call_{name}_"
+    return call_id.startswith(prefix) and call_id[len(prefix) :].isdigit()
 
 
 def _usage(meta: Any) -> Usage:

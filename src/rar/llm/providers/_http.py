@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import math
 import os
 import threading
 import time
@@ -30,22 +31,43 @@ from rar.errors import (
 from rar.llm.types import Request
 
 DEFAULT_TIMEOUT = httpx2.Timeout(60.0, connect=10.0)
+#: The most one Server-Sent Event may hold: 1 MiB, httpx2's own limit.
+MAX_EVENT_BYTES = 1024 * 1024
+#: The most event data one streamed answer may hold: 64 MiB, room for several hundred thousand
+#: tokens of OpenAI-style deltas (about 150-250 bytes each), far past any model's output limit.
+MAX_STREAM_BYTES = 64 * 1024 * 1024
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
+def parse_retry_after(value: str | None, *, milliseconds: str | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (``milliseconds``, which wins) or ``Retry-After``
+    (delta-seconds or an HTTP date), as the official OpenAI and Anthropic SDKs read them.
+
+    An infinite or overflowing delay is ``inf`` (a wait no cap allows); garbage is None.
+    """
+    for text, divisor in ((milliseconds, 1000.0), (value, 1.0)):
+        if not text or not text.strip():
+            continue
+        try:
+            delay = float(text.strip())
+        except ValueError:
+            continue
+        if math.isnan(delay):
+            continue
+        return max(0.0, delay / divisor)
+    if not value or not value.strip():
         return None
-    value = value.strip()
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return max(0.0, when.timestamp() - time.time())  # nondeterminism-ok: transport timing
+
+
+def should_retry(headers: Mapping[str, str]) -> bool | None:
+    """The ``x-should-retry`` header (``true`` or ``false``) by which OpenAI and Anthropic say
+    whether a failed request is worth repeating; None when absent or anything else."""
+    value = (headers.get("x-should-retry") or "").strip().lower()
+    return {"true": True, "false": False}.get(value)
 
 
 def error_message(body: bytes | str) -> str:
@@ -79,20 +101,39 @@ def raise_for_status(
         return
     body = response.read() if not response.is_closed else response.content
     message = error_message(body)
-    retry_after = parse_retry_after(response.headers.get("retry-after"))
-    kwargs: dict[str, Any] = {"provider": provider, "status": status, "body": message}
+    headers = response.headers
+    retry_after = parse_retry_after(
+        headers.get("retry-after"), milliseconds=headers.get("retry-after-ms")
+    )
+    error = _status_error(status, message, provider, retry_after, key_reference)
+    forced = should_retry(headers)
+    if forced is not None:  # the server's word beats the status code, as in the SDKs
+        error.retryable = forced
+        error.details["should_retry"] = forced
+    raise error
+
+
+def _status_error(
+    status: int, message: str, provider: str, retry_after: float | None, key_reference: str | None
+) -> ProviderError:
+    kwargs: dict[str, Any] = {
+        "provider": provider,
+        "status": status,
+        "body": message,
+        "retry_after": retry_after,
+    }
     if status in (401, 403):
         hint = f" (key from {key_reference})" if key_reference else ""
-        raise AuthenticationError(f"the API key was refused{hint}: {message}", **kwargs)
+        return AuthenticationError(f"the API key was refused{hint}: {message}", **kwargs)
     if status == 404:
-        raise ModelNotFoundError(f"not found: {message}", **kwargs)
+        return ModelNotFoundError(f"not found: {message}", **kwargs)
     if status == 429:
-        raise RateLimitError(f"rate limited: {message}", retry_after=retry_after, **kwargs)
+        return RateLimitError(f"rate limited: {message}", **kwargs)
     if status in (400, 413, 422):
-        raise BadRequestError(f"request rejected: {message}", **kwargs)
+        return BadRequestError(f"request rejected: {message}", **kwargs)
     if status in (408, 409) or status >= 500:
-        raise ProviderUnavailableError(message, retry_after=retry_after, **kwargs)
-    raise ProviderError(message, **kwargs)
+        return ProviderUnavailableError(message, **kwargs)
+    return ProviderError(message, **kwargs)
 
 
 def transport_error(exc: Exception, *, provider: str) -> ProviderError:
@@ -112,26 +153,56 @@ def json_body(response: httpx2.Response, *, provider: str) -> dict[str, Any]:
     return data
 
 
-def sse_events(lines: Iterator[str]) -> Iterator[tuple[str | None, str]]:
-    """(event name, data) pairs from Server-Sent Events lines; multi-line data is joined."""
-    event: str | None = None
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = None, []
+def sse_events(
+    response: httpx2.Response,
+    *,
+    provider: str,
+    max_event_bytes: int = MAX_EVENT_BYTES,
+    max_stream_bytes: int = MAX_STREAM_BYTES,
+) -> Iterator[tuple[str, str]]:
+    """(event name, data) pairs of a ``text/event-stream`` answer, read by httpx2's
+    :class:`~httpx2.EventSource` (multi-line data joined; events without data skipped).
+
+    One event may hold at most ``max_event_bytes`` (also while its line is still unterminated)
+    and the whole answer at most ``max_stream_bytes`` of event data; past either the answer is
+    a :class:`~rar.errors.MalformedResponseError` naming the limit (never cached, like every
+    error). An answer of another content type is refused the same way.
+    """
+    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "text/event-stream":
+        raise MalformedResponseError(
+            f"a streamed answer must be text/event-stream, got {kind or 'no content type'!r}",
+            provider=provider,
+        )
+    events = iter(httpx2.EventSource(response, max_event_size=max_event_bytes))
+    total = 0
+    while True:
+        try:
+            event = next(events)
+        except StopIteration:
+            return
+        except httpx2.SSEError as exc:  # the content type is checked above: this is the size
+            raise MalformedResponseError(
+                f"a stream event passed the limit of {_size(max_event_bytes)} for one event; "
+                "the partial answer was discarded",
+                provider=provider,
+            ) from exc
+        if not event.data:
             continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)
-    if data:
-        yield event, "\n".join(data)
+        total += len(event.data.encode("utf-8"))
+        if total > max_stream_bytes:
+            raise MalformedResponseError(
+                f"the streamed answer passed the limit of {_size(max_stream_bytes)} for one "
+                "answer; the partial answer was discarded (ask for fewer tokens, or raise the "
+                "provider's max_stream_bytes)",
+                provider=provider,
+            )
+        yield event.event, event.data
+
+
+def _size(count: int) -> str:
+    mib = 1024 * 1024
+    return f"{count // mib} MiB" if count % mib == 0 else f"{count} bytes"
 
 
 # --- the providers' common part ----------------------------------------------------------------
@@ -166,12 +237,16 @@ class HTTPProvider:
     a pooled client made on first use (or the one passed in, which it never closes), an
     optional async client, ``close()``, use as a context manager, and a repr without the key.
 
-    Subclasses set ``name``, ``base_url_variable`` and ``default_base_url``.
+    Subclasses set ``name``, ``base_url_variable`` and ``default_base_url``. A streamed answer
+    may hold at most ``max_event_bytes`` in one event and ``max_stream_bytes`` in all (set
+    them on an instance to change them).
     """
 
     name: ClassVar[str]
     base_url_variable: ClassVar[str]
     default_base_url: ClassVar[str]
+    max_event_bytes: int = MAX_EVENT_BYTES
+    max_stream_bytes: int = MAX_STREAM_BYTES
 
     def __init__(
         self,
@@ -245,6 +320,15 @@ class HTTPProvider:
                 return await client.post(url, content=content, headers=headers)
         except httpx2.TransportError as exc:
             raise transport_error(exc, provider=self.name) from exc
+
+    def _events(self, response: httpx2.Response) -> Iterator[tuple[str, str]]:
+        """The (event name, data) pairs of a streamed answer, within this provider's limits."""
+        return sse_events(
+            response,
+            provider=self.name,
+            max_event_bytes=self.max_event_bytes,
+            max_stream_bytes=self.max_stream_bytes,
+        )
 
     @contextmanager
     def _post_stream(

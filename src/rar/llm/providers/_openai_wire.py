@@ -7,8 +7,10 @@ so each path maps exactly the same way.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -26,6 +28,11 @@ from rar.llm.types import (
 
 _FINISH = {reason.value: reason for reason in FinishReason if reason != FinishReason.OTHER}
 _FINISH["function_call"] = FinishReason.TOOL_CALLS  # the pre-tools name of tool_calls
+
+#: OpenAI's reasoning models (o1, o3-mini, o4-mini, gpt-5, gpt-5.1-mini, ...), which refuse
+#: ``max_tokens`` and take ``max_completion_tokens`` instead.
+_REASONING_MODEL = re.compile(r"^(?:o\d+|gpt-5)(?:[-.:_@].*)?$", re.IGNORECASE)
+OFFICIAL_HOST = "api.openai.com"
 
 
 # --- wire format: requests ------------------------------------------------------------------
@@ -61,8 +68,29 @@ def _response_format(fmt: ResponseFormat) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": schema}
 
 
-def chat_body(request: Request) -> dict[str, Any]:
-    """The body of a ``/chat/completions`` request, without ``model`` and ``stream``."""
+def is_reasoning_model(model: str) -> bool:
+    """Whether ``model`` names one of OpenAI's reasoning models (o1, o3, o4-mini, gpt-5, ...),
+    also behind a router's prefix (``openai/o3``) or as a fine-tune (``ft:o4-mini-...``)."""
+    name = model.rsplit("/", 1)[-1]
+    name = name.removeprefix("ft:")
+    return bool(_REASONING_MODEL.match(name))
+
+
+def max_tokens_field(model: str, base_url: str) -> str:
+    """The name of the output-token limit in a chat request to ``model`` at ``base_url``.
+
+    OpenAI deprecated ``max_tokens`` for ``max_completion_tokens``, which its API takes for
+    every current model and its reasoning models insist on. Other OpenAI-compatible servers
+    (vLLM, llama.cpp, Ollama, ...) may only know ``max_tokens``, so they get it, unless the
+    model is a reasoning model (served by a proxy that forwards to OpenAI).
+    """
+    official = (urlsplit(base_url).hostname or "").lower() == OFFICIAL_HOST
+    return "max_completion_tokens" if official or is_reasoning_model(model) else "max_tokens"
+
+
+def chat_body(request: Request, *, token_limit: str = "max_tokens") -> dict[str, Any]:
+    """The body of a ``/chat/completions`` request, without ``model`` and ``stream``;
+    ``max_tokens`` is sent under the name ``token_limit`` (see :func:`max_tokens_field`)."""
     body: dict[str, Any] = {"messages": [_message(m) for m in request.messages]}
     if request.tools:
         body["tools"] = [
@@ -70,7 +98,7 @@ def chat_body(request: Request) -> dict[str, Any]:
         ]
     if request.tool_choice:
         body["tool_choice"] = _tool_choice(request.tool_choice)
-    body.update(sampling(request, request.stop))
+    body.update(sampling(request, request.stop, token_limit))
     if request.response_format is not None:
         body["response_format"] = _response_format(request.response_format)
     if request.reasoning_effort:
@@ -78,11 +106,15 @@ def chat_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def sampling(request: Request, stop: tuple[str, ...]) -> dict[str, Any]:
+def sampling(
+    request: Request, stop: tuple[str, ...], max_tokens: str = "max_tokens"
+) -> dict[str, Any]:
+    """The sampling fields that are set; the token limit is sent under the name ``max_tokens``
+    (``/completions`` knows only ``max_tokens``)."""
     values = {
         "temperature": request.temperature,
         "top_p": request.top_p,
-        "max_tokens": request.max_tokens,
+        max_tokens: request.max_tokens,
         "seed": request.seed,
         "stop": list(stop) or None,
     }

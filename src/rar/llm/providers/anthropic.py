@@ -33,10 +33,11 @@ And back: text blocks → ``content``; ``thinking`` blocks → ``reasoning``; ``
 tool calls (Anthropic's ids kept, ``input`` as JSON text with sorted keys); ``stop_reason``
 end_turn/stop_sequence → stop, max_tokens/model_context_window_exceeded → length, tool_use →
 tool_calls, refusal → content_filter, anything else → other; usage: ``input_tokens`` = all
-prompt tokens (input_tokens + cache_read_input_tokens + cache_creation_input_tokens),
-``cached_input_tokens`` = cache_read_input_tokens, ``output_tokens`` = output_tokens (thinking
-included), ``reasoning_tokens`` = output_tokens_details.thinking_tokens when given; ``model`` =
-the served ``model``. A stream without ``message_stop`` raises
+prompt tokens (input_tokens + cache_read_input_tokens + cache_creation_input_tokens: Anthropic's
+own input_tokens leaves the cache out), ``cached_input_tokens`` = cache_read_input_tokens,
+``cache_write_input_tokens`` = cache_creation_input_tokens, ``output_tokens`` = output_tokens
+(thinking included), ``reasoning_tokens`` = output_tokens_details.thinking_tokens when given;
+``model`` = the served ``model``. A stream without ``message_stop`` raises
 :class:`~rar.errors.StreamInterruptedError`; an ``error`` event raises the matching
 :class:`~rar.errors.ProviderError`.
 """
@@ -48,7 +49,7 @@ import orjson
 
 from rar.llm.provider import ChunkCallback
 from rar.llm.providers import _anthropic_wire as wire
-from rar.llm.providers._http import KeyedHTTPProvider, json_body, raise_for_status, sse_events
+from rar.llm.providers._http import KeyedHTTPProvider, json_body, raise_for_status
 from rar.llm.types import Request, Response
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -108,7 +109,7 @@ class Anthropic(KeyedHTTPProvider):
                 response.read()
                 raise_for_status(response, provider=self.name, key_reference=reference)
             with self._reading():
-                for event, data in sse_events(response.iter_lines()):
+                for event, data in self._events(response):
                     for chunk in assembler.feed(event, data):
                         on_chunk(chunk)
         return assembler.response()

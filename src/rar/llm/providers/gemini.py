@@ -11,7 +11,9 @@ How a :class:`~rar.llm.types.Request` maps to Gemini:
   assistant → ``model`` contents (text part, then one ``functionCall`` part per tool call);
   tool results → ``functionResponse`` parts, consecutive results merged into one ``user``
   content. A JSON-object result is sent as is, anything else as ``{"content": text}``, an error
-  result as ``{"error": text}``. Assistant reasoning is not sent back (RAR keeps no thought
+  result as ``{"error": text}``. A call's id and its result's ``tool_call_id`` go back as
+  ``functionCall.id`` and ``functionResponse.id`` when the model gave them (ids RAR made up,
+  ``call_<name>_<index>``, are not sent). Assistant reasoning is not sent back (RAR keeps no thought
   signatures); on Gemini 3 and later (and model ids without a version, such as aliases) the
   first replayed ``functionCall`` of each assistant message carries Google's documented
   ``skip_thought_signature_validator`` stand-in instead, without which Gemini 3 answers 400.
@@ -28,8 +30,9 @@ How a :class:`~rar.llm.types.Request` maps to Gemini:
   medium 8192, high 24576 tokens. Without ``reasoning_effort`` the model's default applies.
 
 And back: text parts joined → ``content``; ``thought: true`` parts → ``reasoning``;
-``functionCall`` parts → tool calls with ids ``call_<name>_<index>`` (Gemini gives none; the
-position makes them deterministic, so a replay matches) and arguments as JSON with sorted keys;
+``functionCall`` parts → tool calls with the model's ``functionCall.id`` when it gives one, else
+``call_<name>_<index>`` (the position makes it deterministic, so a replay matches), and arguments
+as JSON with sorted keys (streamed answers alike);
 ``finishReason`` STOP → stop (tool_calls when calls are present), MAX_TOKENS → length,
 SAFETY/RECITATION/BLOCKLIST/PROHIBITED_CONTENT/SPII/... → content_filter, anything else → other;
 ``usageMetadata``: ``input_tokens`` = promptTokenCount (cached included),
@@ -55,7 +58,6 @@ from rar.llm.providers._http import (
     error_message,
     json_body,
     raise_for_status,
-    sse_events,
 )
 from rar.llm.types import Request, Response
 
@@ -108,7 +110,7 @@ class Gemini(KeyedHTTPProvider):
                 response.read()
                 check_status(response, key_reference=reference)
             with self._reading():
-                for _event, data in sse_events(response.iter_lines()):
+                for _event, data in self._events(response):
                     for chunk in assembler.feed(data):
                         on_chunk(chunk)
         return assembler.response()

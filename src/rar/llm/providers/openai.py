@@ -39,7 +39,6 @@ from rar.llm.providers._http import (
     HTTPProvider,
     json_body,
     raise_for_status,
-    sse_events,
 )
 from rar.llm.providers.templates import PromptTemplate, get_template
 from rar.llm.types import Request, Response, StreamChunk, ToolCall
@@ -166,7 +165,7 @@ class _OpenAICompatible(HTTPProvider):
         self, answer: httpx2.Response, state: wire.StreamState, on_chunk: ChunkCallback
     ) -> None:
         try:
-            for _event, data in sse_events(answer.iter_lines()):
+            for _event, data in self._events(answer):
                 if state.done:
                     continue  # read to the end, so the connection goes back to the pool
                 if data.strip() == "[DONE]":
@@ -228,7 +227,8 @@ class OpenAIChat(_OpenAICompatible):
     path = "/chat/completions"
 
     def _body(self, request: Request) -> dict[str, Any]:
-        return wire.chat_body(request)
+        token_limit = wire.max_tokens_field(self._model(request), self.base_url)
+        return wire.chat_body(request, token_limit=token_limit)
 
     def _parse(self, data: dict[str, Any], request: Request) -> Response:
         choice = wire.first_choice(data, self.name)

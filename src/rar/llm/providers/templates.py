@@ -12,7 +12,8 @@ stop strings that end that turn.
   tokenize a ``/completions`` prompt, and a second one degrades the output;
 * ``none`` — the message contents concatenated as they are, no generation prompt, no stops.
 
-Choose one by name with :func:`get_template`, or build a :class:`PromptTemplate` of your own.
+Choose one by name with :func:`get_template`, or build a :class:`PromptTemplate` of your own
+under a name of its own: the template's name is part of the cache key of every call.
 """
 
 from __future__ import annotations
@@ -69,8 +70,19 @@ TEMPLATES: dict[str, PromptTemplate] = {
 
 
 def get_template(template: str | PromptTemplate) -> PromptTemplate:
-    """The template called ``template`` (or ``template`` itself when it is one already)."""
+    """The template called ``template`` (or ``template`` itself when it is one already).
+
+    A template's name is part of the cache key of every call made with it, so a template of
+    your own may not take the name of a built-in one.
+    """
     if isinstance(template, PromptTemplate):
+        builtin = TEMPLATES.get(template.name)
+        if builtin is not None and builtin != template:
+            raise ConfigError(
+                f"a custom prompt template may not be called {template.name!r}, the name of a "
+                "built-in one: the name is part of the cache key, so the two would share "
+                "cached answers. Give it a name of its own"
+            )
         return template
     try:
         return TEMPLATES[template]

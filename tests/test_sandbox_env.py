@@ -51,6 +51,11 @@ libraries = {n: getattr(importlib.util.find_spec(n), "origin", None)
              for n in ("numpy", "scipy", "matplotlib")}
 """
 LIBRARIES = ("numpy", "scipy", "matplotlib")
+FIND_LIBRARIES = (
+    "import importlib.util, json\n"
+    f"print(json.dumps({{n: getattr(importlib.util.find_spec(n), 'origin', None) "
+    f"for n in {list(LIBRARIES)!r}}}))"
+)
 
 
 def _venv(python: str, where: Path, *options: str) -> tuple[Path, Path]:
@@ -116,8 +121,13 @@ def test_the_worker_runs_the_venvs_interpreter_and_site_packages(
     assert found["executable"] == str(python)
     assert found["flags"] == [1, True]  # -s and -P
     assert found["pythonpath"] is False
-    here = {n: getattr(importlib.util.find_spec(n), "origin", None) for n in LIBRARIES}
-    assert found["libraries"] == here  # the base's, through the venv, from the same files
+    # what this venv's interpreter finds on the host (the base's libraries through
+    # --system-site-packages, or none when the tests themselves run in a venv)
+    here = json.loads(
+        subprocess.run([str(python), "-c", FIND_LIBRARIES], capture_output=True, text=True,
+                       check=True, timeout=60).stdout
+    )  # fmt: skip
+    assert found["libraries"] == here  # inside the sandbox, from the same files
     absent = [n for n in LIBRARIES if here[n] is None]
     assert out["missing"] == absent and out["info"]["missing_libraries"] == absent
     assert out["info"]["python"] == {"executable": str(python), "prefix": str(tmp_venv)}

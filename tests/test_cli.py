@@ -137,3 +137,44 @@ def test_python_dash_m_rar_works(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert "verify" in out.stdout and "demo" in out.stdout
+
+
+@pytest.mark.parametrize("command", [["demo"], ["run", "What is Ea?"]])
+@pytest.mark.parametrize("seed", ["99999999999999999999999", "-9007199254740992", "seven"])
+def test_a_seed_out_of_range_is_bad_input_not_an_internal_error(
+    store_path: Path, command: list[str], seed: str
+) -> None:
+    result = CliRunner().invoke(cli, ["--store", str(store_path), *command, "--seed", seed])
+    assert result.exit_code == 2, result.output
+    assert "--seed" in result.output and "internal error" not in result.output
+    assert not store_path.exists() or not any(store_path.glob("2*"))  # nothing recorded
+
+
+def test_a_seed_out_of_range_from_python_is_a_config_error(store_path: Path) -> None:
+    from rar.errors import ConfigError
+    from rar.runtime.start import record
+
+    with pytest.raises(ConfigError, match="not a whole number between"):
+        record("g", store=store_path, seed=2**53)
+    with pytest.raises(ConfigError, match="not a whole number between"):
+        record("g", store=store_path, seed=True)  # type: ignore[arg-type]
+    assert record("g", store=store_path, seed=-(2**53 - 1)).manifest.config["seed"] == -(2**53 - 1)
+
+
+def test_the_science_api_imports_as_documented() -> None:
+    code = "from rar.science import ask_question, ScienceResult, result_of; print(ask_question)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import rar.science
+
+    assert set(rar.science.__all__) == {"ScienceResult", "ask_question", "result_of"}
+
+
+def test_the_license_file_is_the_declared_apache_license() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["license"] == {"text": "Apache-2.0"}

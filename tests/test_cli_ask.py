@@ -157,3 +157,27 @@ def test_an_ask_run_replays_offline_without_the_key(
     assert code == 0, (out, err)
     assert orjson.loads(out)["replay_status"] == "reproducible"
     assert server.received == []
+
+
+def test_an_ask_replays_reproducible_from_a_shell_without_provider_variables(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    server.script(Answer(content="Paris."))
+    code, out, err = rar(tmp_path / "runs", "ask", "Capital?", "--model", "openai:m", "--json")
+    assert code == 0, err
+    run_id = orjson.loads(out)["run_id"]
+    clean = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    replayed = subprocess.run(
+        [sys.executable, "-m", "rar", "--store", str(tmp_path / "runs"), "replay", run_id,
+         "--json"],
+        env=clean, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    report = orjson.loads(replayed.stdout)
+    assert report["replay_status"] == "reproducible" and report["live"] == 0
+    assert any(d["field"] == "openai:m.base_url" for d in report["boundary"]["configuration"])
+    assert len(server.received) == 1

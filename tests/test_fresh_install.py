@@ -89,6 +89,17 @@ def test_the_venv_is_not_the_base_python(fresh: tuple[Path, dict[str, str], str]
     assert inside == "True" and numpy_file.startswith(env["VIRTUAL_ENV"])
 
 
+def test_the_installed_package_carries_its_license(fresh: tuple[Path, dict[str, str], str]) -> None:
+    _, env, _ = fresh
+    ask = (
+        "import importlib.metadata as m; d = m.distribution('rar'); "
+        "print(next(f for f in d.files if f.name == 'LICENSE').read_text()[:200])"
+    )
+    probe = subprocess.run(["python", "-c", ask], env=env, capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stderr
+    assert "Apache License" in probe.stdout
+
+
 def test_the_quickstart_prints_the_computed_activation_energy_with_the_audit_passed(
     fresh: tuple[Path, dict[str, str], str],
 ) -> None:

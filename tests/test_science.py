@@ -430,3 +430,19 @@ def test_a_missing_scientific_library_is_said_plainly_in_the_warnings(store: Sto
     result = store.resolve_payload(store.events(run.id)[-1]["result"])
     assert "numpy is not installed in the Python environment running RAR (/v): pip install numpy" \
         in result["warnings"]
+
+
+@pytest.mark.parametrize(("seconds", "said"), [(1e308, "up to"), ("soon", "up to"), (-5, None)])
+def test_a_wait_the_runtime_cannot_keep_goes_back_to_the_model(
+    store: Store, seconds: Any, said: str | None
+) -> None:
+    wait = {"name": p.WAIT_SECONDS, "seconds": seconds}
+    run = execute(waiting_agent, inputs={"question": "q", "wait": wait}, store=store)
+    assert store.manifest(run.id).status != "waiting"  # a negative wait is no wait at all
+    llm = [e for e in store.events(run.id) if e["type"] == "effect" and e["kind"] == "llm"]
+    reply = store.resolve_payload(llm[1]["request"])["request"]["messages"][-1]
+    assert reply["role"] == "tool"
+    if said is None:
+        assert orjson.loads(reply["content"]) == {"seconds": -5.0, "waited": False}
+    else:
+        assert said in reply["content"] and reply.get("is_error") is True

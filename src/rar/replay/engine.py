@@ -26,6 +26,7 @@ from typing import Any
 
 from rar.errors import RarError, UserError
 from rar.redaction import Redactor
+from rar.replay.deadline import time_left
 from rar.replay.fields import field_differences
 from rar.replay.source import Mode, NondeterminismError, RecordedEffects, ReplayMissError
 from rar.runtime.fingerprint import environment_fingerprint
@@ -281,7 +282,7 @@ def resume(
             f"Branch it instead: rar branch {run_id} --at K"
         )
     events = store.events(run_id)
-    due = _due(store, events) if manifest.status == RunStatus.WAITING else None
+    due = time_left(store, events) if manifest.status == RunStatus.WAITING else None
     if due is not None and not early:
         raise ReplayRefusedError(
             f"run {run_id} is waiting until {due[0]} ({due[1]} from now); resume it then, "
@@ -329,37 +330,6 @@ def resume(
         outcome = ("error", exc)
     run._resume_log.clear()
     return _report(store, manifest, events, run, run._source, "resume", outcome)
-
-
-def _due(store: Store, events: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """(deadline, time left) of a waiting run whose deadline is still ahead, else None."""
-    from datetime import UTC, datetime
-
-    finished = next((e for e in reversed(events) if e.get("type") == "run.finished"), None)
-    result = store.resolve_payload(finished.get("result")) if finished else None
-    until = result.get("waiting_until") if isinstance(result, dict) else None
-    if not isinstance(until, str):
-        return None
-    try:
-        deadline = datetime.fromisoformat(until.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if deadline.tzinfo is None:
-        deadline = deadline.replace(tzinfo=UTC)
-    left = (deadline - datetime.now(UTC)).total_seconds()  # nondeterminism-ok: the wall clock
-    if left <= 0:
-        return None
-    return deadline.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), _duration(left)
-
-
-def _duration(seconds: float) -> str:
-    """``1 h 59 min``, ``3 min 20 s``, ``12 s``."""
-    whole = int(seconds + 0.5)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
 def _report(

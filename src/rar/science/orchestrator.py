@@ -14,6 +14,7 @@ cost the answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -292,7 +293,9 @@ class Orchestrator:
             try:
                 seconds = float(arguments.get("seconds", 0))
             except (TypeError, ValueError):
-                return {"error": "seconds must be a number"}
+                seconds = math.nan
+            if not seconds <= MAX_WAIT_SECONDS:  # NaN fails too
+                return {"error": f"seconds must be a number up to {MAX_WAIT_SECONDS:.0f}"}
             until_time = now + timedelta(seconds=max(0.0, seconds))
             asked: dict[str, Any] = {"seconds": seconds}
         else:
@@ -394,6 +397,7 @@ class Orchestrator:
 # what a model must never see: it differs between two identical runs, so it would defeat the
 # cache and make the same question cost a model call again
 VOLATILE = frozenset(VOLATILE_FIELDS)
+MAX_WAIT_SECONDS = 366 * 24 * 3600.0  # a year: longer is a planner's mistake, not a plan
 
 
 def for_model(result: dict[str, Any]) -> dict[str, Any]:

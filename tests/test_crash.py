@@ -3,7 +3,8 @@
 The child (``tests/scripts/crash_writer.py``) records one run and prints the number of effects
 acknowledged after every ``run.effect`` returns; the parent kills it at a random moment and checks
 the store: acknowledged effects are all in the log, the run and the whole store verify, a torn
-tail (if the kill hit a write) is repaired and reported, and the run can be reopened and extended.
+tail (if the kill hit a write) is reported as a warning and left as it is by ``rar verify``, and
+the writer that reopens the run moves a torn log tail to ``lost+found`` and extends the chain.
 """
 
 from __future__ import annotations
@@ -110,68 +111,82 @@ def _torn_packs(store: Store) -> set[str]:
     return torn
 
 
-class Repairs(NamedTuple):
-    """What ``rar verify`` repaired after one kill."""
+def _files(store_path: Path) -> dict[str, bytes]:
+    """Every file of the store except the derived index, by path."""
+    return {
+        str(path.relative_to(store_path)): path.read_bytes()
+        for path in sorted(store_path.rglob("*"))
+        if path.is_file() and not path.name.startswith("index.sqlite")
+    }
 
-    torn_bytes: int  # the log's torn tail before the repair
-    log: list[str]  # the `repaired` entries about logs (verifying the killed run)
-    packs: set[str]  # the packs whose torn last record was dropped
+
+class Findings(NamedTuple):
+    """What ``rar verify`` reported after one kill, and what reopening the run moved aside."""
+
+    torn_bytes: int  # the log's torn tail
+    log: list[str]  # the warnings about the killed run's log
+    packs: set[str]  # the packs with a torn last record (whole store, every kill so far)
+    moved: bytes  # what the reopening writer moved to lost+found
 
 
-def _check_after_kill(store_path: Path, run_id: str, acknowledged: int) -> Repairs:
-    """Every check of one kill; returns what verify repaired."""
+def _check_after_kill(store_path: Path, run_id: str, acknowledged: int) -> Findings:
+    """Every check of one kill; returns what verify reported."""
     store = Store(store_path)
+    log = store.run_dir(run_id) / EVENTS_NAME
     try:
-        log = store.run_dir(run_id) / EVENTS_NAME
         # (a) every acknowledged effect is in the log, in order; at most one more (recorded,
         # killed before the acknowledgement was printed)
         ordinals = _effect_ordinals(store, run_id)
         assert ordinals == list(range(len(ordinals)))
         assert acknowledged <= len(ordinals) <= acknowledged + 1
 
-        # (b) the run verifies; a torn last line is dropped and listed under `repaired`
+        # (b) the run verifies; a torn last line is a warning and stays where it is
         torn = read_tail(log).torn_bytes
+        files = _files(store_path)
         report = verify_store(store, [run_id])
         assert report.ok, report.problems
-        repaired_log = [r for r in report.repaired if not r.startswith("pack ")]
-        assert len(repaired_log) == (1 if torn else 0), report.repaired
-        assert read_tail(log).torn_bytes == 0
-        assert log.read_bytes().endswith(b"\n")
+        assert report.repaired == []
+        warned = [w for w in report.warnings if w.run_id == run_id]
+        assert [w.what for w in warned] == (["torn-line"] if torn else []), report.warnings
+        assert _files(store_path) == files
 
-        # (c) the whole store verifies; a torn pack record is dropped and listed
+        # (c) the whole store verifies; every torn pack record is a warning and stays
         torn_packs = _torn_packs(store)
         report = verify_store(store)
         assert report.ok, report.problems
-        repaired_packs = {
-            r.split()[1].rstrip(":") for r in report.repaired if r.startswith("pack ")
-        }
-        assert repaired_packs == torn_packs, report.repaired
-        # no other run's log needed repair: earlier kills' repairs held
-        assert len(report.repaired) == len(repaired_packs), report.repaired
-        assert not _torn_packs(store)
-        assert verify_store(store).repaired == []  # repaired once, for good
+        warned_packs = {Path(w.path or "").stem for w in report.warnings if w.what == "torn-record"}
+        assert warned_packs == torn_packs, report.warnings
+        # no other run's log has a torn line: the writers that reopened them moved it aside
+        assert [w.run_id for w in report.warnings if w.what != "torn-record"] == (
+            [run_id] if torn else []
+        )
+        assert _files(store_path) == files
     finally:
         store.close()
 
-    # (d) the run reopens for writing and its chain continues
+    # (d) the run reopens for writing: a torn tail is moved to lost+found, the chain continues
     store = Store(store_path)
     try:
         before = read_tail(log)
+        torn_tail = log.read_bytes()[before.size :]
         writer = RunWriter(store, run_id, redactor=Redactor(env={}), create=False)
         try:
-            assert writer.log.repaired_bytes == 0  # verify repaired it already
+            assert writer.log.repaired_bytes == torn
+            moved = writer.log.lost_found.read_bytes() if writer.log.lost_found else b""
+            assert moved == torn_tail
             seq, _ = writer.append({"type": "note", "level": "info", "text": "resumed"}, sync=True)
         finally:
             writer.close()
-        assert seq == before.seq + 1
-        last = log.read_bytes().split(b"\n")[-2]
-        assert orjson.loads(last)["prev"] == before.digest
+        assert seq == before.seq + (2 if torn else 1)  # after the writer's note of the repair
+        lines = log.read_bytes().split(b"\n")
+        assert orjson.loads(lines[before.seq])["prev"] == before.digest
         report = verify_store(store, [run_id])
-        assert report.ok, report.problems
+        assert report.ok and report.warnings == [], (report.problems, report.warnings)
         assert len(_effect_ordinals(store, run_id)) >= acknowledged
     finally:
         store.close()
-    return Repairs(torn, repaired_log, repaired_packs)
+    warnings = [w.detail for w in warned]
+    return Findings(torn, warnings, torn_packs, moved)
 
 
 # A SIGKILL almost never lands inside a write(2) (none did in 90 kills measured), so the kill
@@ -202,11 +217,11 @@ class Kill(NamedTuple):
     run_id: str
     tear: str | None
     torn_pack: str | None  # the pack _tear tore
-    repairs: Repairs
+    findings: Findings
 
 
 def _kill_loop(store_path: Path, work: Path, lane: int, kills: int) -> list[Kill]:
-    """Start, kill and check ``kills`` writers one after the other; returns what was repaired."""
+    """Start, kill and check ``kills`` writers one after the other; returns what was found."""
     rng = random.Random(20240917 + lane)
     Store(store_path, create=True).close()
     done: list[Kill] = []
@@ -227,8 +242,8 @@ def _kill_loop(store_path: Path, work: Path, lane: int, kills: int) -> list[Kill
         assert acknowledged >= 1
         tear = TEARS[k % len(TEARS)]
         torn_pack = _tear(store_path, _run_id(n), tear)
-        repairs = _check_after_kill(store_path, _run_id(n), acknowledged)
-        done.append(Kill(_run_id(n), tear, torn_pack, repairs))
+        findings = _check_after_kill(store_path, _run_id(n), acknowledged)
+        done.append(Kill(_run_id(n), tear, torn_pack, findings))
 
     store = Store(store_path)
     try:
@@ -237,6 +252,7 @@ def _kill_loop(store_path: Path, work: Path, lane: int, kills: int) -> list[Kill
         assert {store.display_status(r) for r in rows} == {"interrupted"}
         report = verify_store(store)
         assert report.ok and report.repaired == [], report
+        assert {w.what for w in report.warnings} <= {"torn-record"}, report.warnings
     finally:
         store.close()
     return done
@@ -255,21 +271,18 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_effect(tmp_path: Path) -
         kills = [kill for future in futures for kill in future.result()]
     assert len(kills) == KILLS
     for kill in kills:
-        repairs = kill.repairs
-        # only the killed run's own files are ever repaired
-        assert all(entry.startswith(f"{kill.run_id}: ") for entry in repairs.log), kill
-        assert all(name.startswith(f"{kill.run_id}.") for name in repairs.packs), kill
+        findings = kill.findings
         if kill.tear == "log":
-            assert repairs.torn_bytes >= len(TORN), kill  # the kill's own tear, if any, and ours
-            assert repairs.log == [
-                f"{kill.run_id}: dropped a torn last line "
-                f"({repairs.torn_bytes} bytes never acknowledged)"
-            ], kill
+            assert findings.torn_bytes >= len(TORN), kill  # the kill's own tear, if any, and ours
+            assert findings.moved.endswith(TORN), kill
+            [warning] = findings.log
+            assert f"torn line ({findings.torn_bytes} bytes at offset" in warning, kill
         if kill.tear == "pack":
-            assert repairs.packs == {kill.torn_pack}, kill
-    # every torn tail left was repaired (and the kill loop checked that nothing else was)
-    assert sum(bool(k.repairs.log) for k in kills) >= sum(k.tear == "log" for k in kills) > 0
-    assert sum(len(k.repairs.packs) for k in kills) >= sum(k.tear == "pack" for k in kills) > 0
+            assert kill.torn_pack in findings.packs, kill  # reported, and never cut
+    # every torn tail left was reported (and each kill's checks saw nothing else)
+    assert sum(bool(k.findings.log) for k in kills) >= sum(k.tear == "log" for k in kills) > 0
+    torn_packs = {k.torn_pack for k in kills if k.tear == "pack"}
+    assert torn_packs and all(any(p in k.findings.packs for k in kills) for p in torn_packs)
 
 
 def _crashed_run(tmp_path: Path, effects: int = 6) -> tuple[Path, str]:
@@ -287,7 +300,14 @@ def _crashed_run(tmp_path: Path, effects: int = 6) -> tuple[Path, str]:
 TORN = b'{"duration_us":12,"kind":"tool","ordinal":99,"prev":"sha256:0123'
 
 
-def test_a_torn_last_line_is_dropped_when_a_writer_reopens_the_run(tmp_path: Path) -> None:
+def _lost_found(store_path: Path, run_id: str) -> dict[str, bytes]:
+    folder = store_path / run_id / "lost+found"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+def test_a_torn_last_line_is_moved_to_lost_found_when_a_writer_reopens_the_run(
+    tmp_path: Path,
+) -> None:
     store_path, run_id = _crashed_run(tmp_path)
     log = store_path / run_id / EVENTS_NAME
     complete = log.read_bytes()
@@ -300,48 +320,129 @@ def test_a_torn_last_line_is_dropped_when_a_writer_reopens_the_run(tmp_path: Pat
         writer = RunWriter(store, run_id, redactor=Redactor(env={}), create=False)
         try:
             assert writer.log.repaired_bytes == len(TORN)
-            assert log.read_bytes() == complete  # cut back to the last complete line
             seq, _ = writer.append({"type": "note", "level": "info", "text": "resumed"}, sync=True)
         finally:
             writer.close()
-        assert seq == orjson.loads(last)["seq"] + 1
-        new = log.read_bytes()[len(complete) :]
-        assert new.endswith(b"\n") and new.count(b"\n") == 1
-        assert orjson.loads(new)["prev"] == digest_bytes(last)
+        # the torn bytes are kept, not deleted
+        assert _lost_found(store_path, run_id) == {"events.jsonl.1.torn": TORN}
+        data = log.read_bytes()
+        assert data.startswith(complete)  # cut back to the last complete line, then appended
+        note, resumed = (orjson.loads(line) for line in data[len(complete) :].splitlines())
+        assert note["type"] == "note" and note["level"] == "warning"
+        assert note["prev"] == digest_bytes(last) and note["seq"] == orjson.loads(last)["seq"] + 1
+        assert (
+            f"moved a torn last line ({len(TORN)} bytes at offset {len(complete)}" in note["text"]
+        )
+        assert "lost+found/events.jsonl.1.torn" in note["text"]
+        assert resumed["seq"] == seq == note["seq"] + 1
         report = verify_store(store)
         assert report.ok, report.problems
-        assert report.repaired == []
+        assert report.warnings == [] and report.repaired == []
     finally:
         store.close()
 
 
-def test_rar_verify_repairs_a_torn_last_line_reports_it_and_exits_0(tmp_path: Path) -> None:
+def test_a_complete_last_line_without_its_newline_is_completed_when_a_writer_reopens_the_run(
+    tmp_path: Path,
+) -> None:
+    """It may have been acknowledged (only the newline is missing): it is kept, not cut."""
+    store_path, run_id = _crashed_run(tmp_path)
+    log = store_path / run_id / EVENTS_NAME
+    complete = log.read_bytes()
+    log.write_bytes(complete[:-1])
+    store = Store(store_path)
+    try:
+        report = verify_store(store, [run_id])
+        assert report.ok, report.problems
+        assert [w.what for w in report.warnings] == ["unterminated-line"]
+        assert log.read_bytes() == complete[:-1]  # verify leaves it
+        effects = len(_effect_ordinals(store, run_id))
+        writer = RunWriter(store, run_id, redactor=Redactor(env={}), create=False)
+        writer.close()
+        assert writer.log.repaired_bytes == 0 and writer.log.lost_found is None
+        data = log.read_bytes()
+        assert data.startswith(complete)  # the newline was added
+        note = orjson.loads(data[len(complete) :])
+        assert note["type"] == "note" and "completed the last line" in note["text"]
+        assert len(_effect_ordinals(store, run_id)) == effects
+        assert not (store_path / run_id / "lost+found").exists()
+        report = verify_store(store)
+        assert report.ok and report.warnings == [], (report.problems, report.warnings)
+    finally:
+        store.close()
+
+
+def test_rar_verify_reports_a_torn_last_line_leaves_it_and_exits_0(tmp_path: Path) -> None:
     store_path, run_id = _crashed_run(tmp_path)
     log = store_path / run_id / EVENTS_NAME
     complete = log.read_bytes()
     with open(log, "ab") as handle:
         handle.write(TORN)
 
-    result = CliRunner().invoke(cli, ["--store", str(store_path), "verify", "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["ok"] is True and report["problems"] == []
-    assert len(report["repaired"]) == 1
-    assert report["repaired"][0].startswith(run_id)
-    assert f"{len(TORN)} bytes" in report["repaired"][0]
-    assert log.read_bytes() == complete
-
-    # the repair is done once: a second verify finds nothing to repair
-    result = CliRunner().invoke(cli, ["--store", str(store_path), "verify", run_id])
-    assert result.exit_code == 0, result.output
-    assert "repaired" not in result.stdout
+    for _ in range(2):  # nothing changes: the second verify reports the same
+        result = CliRunner().invoke(cli, ["--store", str(store_path), "verify", "--json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["ok"] is True and report["problems"] == [] and report["repaired"] == []
+        [warning] = report["warnings"]
+        assert warning["run_id"] == run_id and warning["what"] == "torn-line"
+        assert warning["offset"] == len(complete) and warning["path"] == str(log)
+        assert f"{len(TORN)} bytes" in warning["detail"]
+        assert log.read_bytes() == complete + TORN
 
 
-def test_rar_verify_human_output_names_the_repaired_run(tmp_path: Path) -> None:
+def test_rar_verify_human_output_names_the_run_with_a_torn_line(tmp_path: Path) -> None:
     store_path, run_id = _crashed_run(tmp_path, effects=2)
     with open(store_path / run_id / EVENTS_NAME, "ab") as handle:
         handle.write(TORN)
     result = CliRunner().invoke(cli, ["--store", str(store_path), "verify"])
     assert result.exit_code == 0, result.output
-    assert "repaired" in result.stdout and run_id in result.stdout
-    assert "torn" in result.stdout
+    assert "warning" in result.stdout and run_id in result.stdout
+    assert "torn" in result.stdout and "repaired" not in result.stdout
+
+
+@pytest.mark.parametrize("tear", ["torn", "unterminated"])
+def test_a_resumed_run_keeps_a_torn_tail_in_lost_found_and_the_complete_events(
+    store: Store, tear: str
+) -> None:
+    from rar.replay import resume
+    from rar.runtime.run import Run
+    from rar.runtime.start import record
+
+    quiet = Redactor(env={})
+    calls: list[int] = []
+
+    def perform(i: int) -> dict[str, object]:
+        calls.append(i)
+        return {"n": i, "pad": "p" * 300}  # a blob, in the run's pack
+
+    def steps(run: Run, count: int) -> list[object]:
+        return [run.effect("tool", {"n": i}, lambda i=i: perform(i))["n"] for i in range(count)]
+
+    run = record("crashed", store=store, redactor=quiet, inputs={"count": 3})
+    steps(run, 3)
+    run._writer.close()  # the process dies: the run stays RUNNING, lock released
+    log = run.dir / EVENTS_NAME
+    complete = log.read_bytes()
+    if tear == "torn":
+        log.write_bytes(complete + TORN)
+    else:
+        log.write_bytes(complete[:-1])
+    assert calls == [0, 1, 2]
+
+    report = resume(run.id, store=store, function=lambda run, count: steps(run, 5), redactor=quiet)
+    assert report.reproducible and report.served == 3 and report.live == 2, report
+    assert calls == [0, 1, 2, 3, 4]  # the recorded effects were served, not performed again
+    data = log.read_bytes()
+    assert data.startswith(complete)  # every complete event is kept
+    effects = [e for e in store.events(run.id) if e["type"] == "effect"]
+    assert [e["ordinal"] for e in effects] == [0, 1, 2, 3, 4]
+    notes = [e["text"] for e in store.events(run.id) if e["type"] == "note"]
+    if tear == "torn":
+        assert _lost_found(store.root, run.id) == {"events.jsonl.1.torn": TORN}
+        assert any("moved a torn last line" in n for n in notes), notes
+    else:
+        assert _lost_found(store.root, run.id) == {}
+        assert any("completed the last line" in n for n in notes), notes
+    report_check = verify_store(store, [run.id])
+    assert report_check.ok and report_check.warnings == [], report_check

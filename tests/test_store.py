@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from rar.errors import (
 from rar.hashing import digest_bytes
 from rar.redaction import Redactor
 from rar.runtime.start import record
-from rar.store.store import Store, default_store_path
+from rar.store.store import INCOMPLETE, Store, default_store_path
 
 
 def test_identical_payloads_across_runs_are_stored_once(store: Store) -> None:
@@ -177,3 +179,131 @@ def test_a_taken_run_id_is_a_clear_error_and_a_fresh_id_is_drawn_when_none_was_g
     second.finish()
     assert second.id == "fresh-id"
     assert store.manifest("fixed-id").goal == "a"
+
+
+# --- run directories that are not (yet) runs, and run files that are links ----------------------
+
+_KILLED_START = """
+import os, signal, sys
+import rar.runtime.run as run_module
+from rar.redaction import Redactor
+from rar.runtime.start import record
+
+def killed(*args, **kwargs):  # the start is stopped right before its first manifest is written
+    os.kill(os.getpid(), signal.SIGKILL)
+
+run_module.Run._begin = killed
+record("never started", store=sys.argv[1], run_id=sys.argv[2], redactor=Redactor(env={}))
+"""
+
+
+def _kill_a_start(store_path: Path, run_id: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED_START, str(store_path), run_id],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    assert not (store_path / run_id / "manifest.json").exists()
+
+
+def test_run_directories_of_starts_killed_before_the_manifest_are_listed_as_incomplete(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    from click.testing import CliRunner
+
+    from rar.cli import cli
+
+    run = record_small_run(store, steps=1)
+    _kill_a_start(store.root, "20240101-000000-00000001")
+    for n in range(2, 12):  # the review found 11 of them
+        shutil.copytree(
+            store.run_dir("20240101-000000-00000001"), store.run_dir(f"20240101-000000-{n:08x}")
+        )
+    rows = {row.run_id: row for row in store.list_runs()}
+    assert rows[run.id].status == "completed" and rows[run.id].problem is None
+    incomplete = [row for row in rows.values() if row.status == INCOMPLETE]
+    assert len(incomplete) == 11
+    for row in incomplete:
+        assert row.problem is not None and row.problem.startswith("never started")
+        assert row.events == 0 and row.goal is None
+        assert row.created_at == "2024-01-01T00:00:00.000000Z"
+    assert store.index.run_rows().keys() == {run.id}  # never indexed
+    [note] = [r.getMessage() for r in caplog.records if "incomplete" in r.getMessage()]
+    assert note.startswith("note: 11 run directories are listed as incomplete")
+    assert "20240101-000000-00000001: never started" in note
+    result = CliRunner().invoke(cli, ["--store", str(store.root), "list", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = {r["run_id"]: r["status"] for r in json.loads(result.stdout)}
+    assert listed == {row.run_id: row.status for row in rows.values()}
+    result = CliRunner().invoke(cli, ["--store", str(store.root), "list"])
+    assert result.exit_code == 0 and result.output.count("incomplete") == 11
+
+
+def test_directories_that_are_not_runs_are_not_listed(store: Store) -> None:
+    run = record_small_run(store, steps=1)
+    (store.root / "notes").mkdir()
+    (store.root / "notes" / "readme.txt").write_text("mine")
+    assert [row.run_id for row in store.list_runs()] == [run.id]
+
+
+def test_a_run_whose_manifest_is_damaged_is_listed_as_incomplete(store: Store) -> None:
+    run = record_small_run(store, steps=1)
+    (store.run_dir(run.id) / "manifest.json").write_text('{"status": "completed"')
+    [row] = store.list_runs()
+    assert row.status == INCOMPLETE and row.problem is not None and "unreadable" in row.problem
+    assert row.events == len(store.events(run.id))
+
+
+def test_a_symlinked_manifest_is_not_read_through(store: Store, tmp_path: Path) -> None:
+    run = record_small_run(store, steps=1)
+    outside = tmp_path / "outside.json"
+    manifest = store.run_dir(run.id) / "manifest.json"
+    data = json.loads(manifest.read_bytes())
+    outside.write_text(json.dumps({**data, "goal": "served from outside the store"}))
+    manifest.unlink()
+    manifest.symlink_to(outside)
+    [row] = store.list_runs()
+    assert row.status == INCOMPLETE and row.goal is None
+    assert row.problem is not None and "symbolic link" in row.problem
+    with pytest.raises(ManifestMissingError, match="symbolic link"):
+        store.manifest(run.id)
+    assert store.resolve(run.id) == run.id  # still found: `rar show` says what is wrong
+
+
+def test_a_symlinked_log_is_not_read_through(store: Store, tmp_path: Path) -> None:
+    from rar.viewer.reading import read_log
+
+    run = record_small_run(store, steps=1)
+    log = store.run_dir(run.id) / "events.jsonl"
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(log.read_bytes())
+    log.unlink()
+    log.symlink_to(outside)
+    with pytest.raises(CorruptionError, match="symbolic link"):
+        store.events(run.id)
+    [row] = store.list_runs()
+    assert row.status == INCOMPLETE and "symbolic link" in (row.problem or "")
+    viewed = read_log(log)
+    assert viewed.events == [] and "symbolic link" in viewed.problems[0]["detail"]
+
+
+def test_a_symlinked_run_directory_is_not_a_run(store: Store, tmp_path: Path) -> None:
+    run = record_small_run(store, steps=1)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(store.run_dir(run.id), elsewhere)
+    (store.root / "20240101-000000-linked00").symlink_to(elsewhere)
+    assert [row.run_id for row in store.list_runs()] == [run.id]
+    with pytest.raises(RunNotFoundError):
+        store.resolve("20240101-000000-linked00")

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from rar._version import __version__
-from rar.cli.options import SEED
+from rar.cli.options import COUNT, SEED
 from rar.errors import RarError
 
 
@@ -25,25 +25,36 @@ class _Group(click.Group):
     """Turns RAR errors into one clear line on stderr and a meaningful exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Every message printed here may quote a provider's answer, a tool's output or an
+        # exception: it passes the same redactor as what runs record (rar.redaction).
         try:
             return super().invoke(ctx)
         except RarError as exc:
-            click.echo(f"error: {exc.message}", err=True)
+            click.echo(f"error: {_redacted(exc.message)}", err=True)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except click.ClickException as exc:  # click prints it: a bad value may be a key
+            exc.message = _redacted(exc.message)
+            raise
+        except (click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
             if os.environ.get("RAR_DEBUG"):
                 raise
             click.echo(
-                f"internal error: {type(exc).__name__}: {exc}\n"
+                f"internal error: {_redacted(f'{type(exc).__name__}: {exc}')}\n"
                 "This is a bug in RAR; run again with RAR_DEBUG=1 for the traceback and report it.",
                 err=True,
             )
             ctx.exit(4)
+
+
+def _redacted(text: str) -> str:
+    from rar.redaction import redact_output
+
+    return redact_output(text)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,7 +97,7 @@ def demo(ctx: click.Context, seed: int, as_json: bool) -> None:
 @cli.command("list")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=COUNT,
     default=None,
     help="Show at most N runs (default: 50, all with --json).",
 )
@@ -128,12 +139,13 @@ def show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
 def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None:
     """Re-hash chains, blobs, manifests and snapshots; exit 0 only if all are intact.
 
-    Without RUN, checks every run and every blob pack in the store.
+    Without RUN, checks every run and every blob pack in the store. Read-only: changes no file.
     """
     from rar.cli.render import print_verify
+    from rar.store.catalog import ReadOnlyStore
     from rar.store.verify import verify_store
 
-    store = _store(ctx)
+    store = ReadOnlyStore(ctx.find_root().obj)  # blobs found in the packs: the index is not used
     if not store.exists:
         from rar.errors import StoreError
 
@@ -175,7 +187,7 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
 )
 @click.option(
     "--max-steps",
-    type=click.IntRange(min=1),
+    type=COUNT,
     default=6,
     show_default=True,
     help="Model turns at most, with --tools.",

@@ -262,6 +262,11 @@ def print_verify(report: VerifyReport, *, as_json: bool) -> None:
         console.print(f"[yellow]repaired[/] {escape(line)}")
     for line in report.notes:
         console.print(f"[dim]note[/] {escape(line)}")
+    for warning in report.warnings:
+        where = warning.run_id or warning.path or "store"
+        console.print(
+            f"[yellow]warning[/] {escape(where)}: {warning.what} {escape(warning.detail)}"
+        )
     counts = f"{report.runs} runs, {report.events} events, {report.blobs} blobs" + (
         f" in {report.packs} packs" if report.packs else ""
     )

@@ -109,11 +109,9 @@ def already_recorded(run: Run, event: dict[str, Any]) -> int | None:
 
 def _plain_ref(ref: dict[str, Any]) -> dict[str, Any]:
     """A payload reference whose inline value is plain JSON (not a Canonical part)."""
-    from rar.hashing import Canonical
+    from rar.hashing import Canonical, from_canonical
 
     value = ref.get("value")
     if isinstance(value, Canonical):
-        import orjson
-
-        return {**ref, "value": orjson.loads(value.data)}
+        return {**ref, "value": from_canonical(value.data)}
     return ref

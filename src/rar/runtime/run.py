@@ -433,14 +433,6 @@ class Run:
         self._writer.append(
             {"type": "run.started", "manifest": immutable_part(self.manifest)}, sync=True
         )
-        if self._writer.log.repaired_bytes:
-            self._emit(
-                {
-                    "type": "note",
-                    "level": "warning",
-                    "text": f"repaired a torn last line ({self._writer.log.repaired_bytes} bytes)",
-                }
-            )
         self._before = self._snapshot("before")
 
     def _snapshot(self, phase: str) -> Snapshot:
@@ -463,7 +455,14 @@ class Run:
         result: Any = None,
         error: BaseException | None = None,
     ) -> Manifest:
-        """Snapshot the workspace, append ``run.finished``, seal the manifest, release the run."""
+        """Snapshot the workspace, append ``run.finished``, seal the manifest, release the run.
+
+        ``run.finished`` carries the manifest's final ``status``, ``finished_at`` and ``stats``
+        (its ``events`` and ``head`` are the event's own position and digest), so ``rar verify``
+        notices a manifest edited afterwards.
+        """
+        from rar.hashing import canonical
+
         if self.finished:
             return self.manifest
         status = RunStatus(status)
@@ -477,18 +476,26 @@ class Run:
             if error is not None:
                 event["error"] = error_value(error, self._writer.redactor)
             event["effects"] = sum(self._effects.values())
-            seq, head = self._writer.append(event, sync=True)
-            self.finished = True
-            self.manifest.status = status
-            self.manifest.finished_at = utc_now_iso()
-            self.manifest.events = seq
-            self.manifest.head = head
-            self.manifest.stats = {
+            finished_at = utc_now_iso()
+            stats = {
                 "effects": dict(sorted(self._effects.items())),
                 "effect_time_us": self._effect_us,
                 "wall_time_us": (time.perf_counter_ns() - self._started) // 1000,
                 **{section: dict(values) for section, values in sorted(self._stats.items())},
             }
+            event["finished_at"] = finished_at
+            try:
+                canonical(stats)
+                event["stats"] = stats
+            except CanonicalizationError:
+                pass  # a stat canonical JSON cannot hold (NaN) stays in the manifest, unsealed
+            seq, head = self._writer.append(event, sync=True)
+            self.finished = True
+            self.manifest.status = status
+            self.manifest.finished_at = finished_at
+            self.manifest.events = seq
+            self.manifest.head = head
+            self.manifest.stats = stats
             self._writer.write_manifest(self.manifest)
         finally:
             self.finished = True

@@ -1,8 +1,12 @@
-"""Durable-file helpers shared by the store: atomic replace and append-only files."""
+"""File helpers shared by the store: atomic replace, append-only files, and reading run files
+without following symbolic links."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
 
 from rar.errors import AppendError
@@ -15,6 +19,25 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents, each made durable in its parent directory.
+
+    A new directory entry survives a power loss only once its parent directory is fsynced: a
+    run directory whose events were all fsynced would otherwise vanish with them.
+    """
+    missing = []
+    current = path
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another writer
+            directory.mkdir()
+        fsync_dir(directory.parent)  # durable either way
 
 
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
@@ -128,3 +151,47 @@ class AppendOnlyFile:
             os.close(self._fd)
             self._fd = -1
         self.path.unlink(missing_ok=True)
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file, not a symbolic link.
+
+    A link in a run directory could serve a file from outside the store, so it is never followed:
+    OSError ``ELOOP`` for a link, ``EINVAL`` for a directory, FIFO, socket or device.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def not_regular(path: Path) -> str | None:
+    """Why ``path`` is not a regular file (a symbolic link, ...); None when it is or is absent."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link (not followed: it could name a file outside the store)"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    return None
+
+
+def read_problem(exc: OSError) -> str:
+    """How a failed :func:`read_regular` reads in a message."""
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link (not followed: it could name a file outside the store)"
+    if exc.errno == errno.EINVAL:
+        return "is not a regular file"
+    if exc.errno == errno.ENOENT:
+        return "is missing"
+    return f"cannot be read ({exc.strerror or exc})"

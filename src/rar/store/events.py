@@ -56,6 +56,9 @@ class RunFinished(EventBase):
     error: ErrorValue | None = None
     state_diff: dict[str, list[str]] | None = None
     effects: int = 0
+    # the manifest's final state, sealed in the chain (absent from older logs)
+    finished_at: str | None = Field(default=None, description="the manifest's finished_at")
+    stats: dict[str, Any] | None = Field(default=None, description="the manifest's stats")
 
 
 class EffectEvent(EventBase):

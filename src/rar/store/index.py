@@ -7,73 +7,83 @@ The logs, manifests and packs are the source of truth. This index only makes loo
 * ``packs`` / ``blobs``: where each blob lives; packs are scanned from the last indexed offset
   whenever a blob is not found, so blobs written by another process are found too.
 
-Deleted or unreadable, the index is moved aside and rebuilt from the files. Several processes
-may use it at once (WAL mode, busy timeout); every write is idempotent.
+Several processes may use it at once (WAL mode, busy timeout); every write is idempotent.
+
+Being derived, a failing index never fails its caller. Every error is classified
+(:func:`classify`, from ``sqlite_errorcode``) and handled by its kind (:class:`IndexFault`):
+
+* **corrupt**: SQLITE_CORRUPT or SQLITE_NOTADB confirmed by ``PRAGMA quick_check`` on a fresh
+  connection (a failed read can make SQLite report corruption), an unknown schema, text that
+  does not decode, a row that does not match its ``crc``, a blob location its pack contradicts
+  (an index that lies). The files are moved aside (the newest :data:`KEEP_QUARANTINED` copies
+  are kept) and a fresh index is derived again from the logs and packs;
+* **busy**: SQLITE_BUSY, SQLITE_LOCKED: waited for, up to :data:`BUSY_TIMEOUT` seconds;
+* **full**, **io**, **read-only**: SQLITE_FULL; SQLITE_IOERR, SQLITE_CANTOPEN, ...;
+  SQLITE_READONLY, SQLITE_PERM. Nothing is moved aside: a read answers "not indexed" (the caller
+  reads the files instead) and a write is skipped (the index catches up later). Each kind is
+  logged once per process and index, as a warning on the ``rar.store`` logger.
+
+An index that cannot be kept in the store (a read-only store, a full disk, a damaged index that
+cannot be moved aside) is replaced by a private temporary copy (seeded from the store's index
+when that can be read) or, failing that, one in memory: reading a store never needs to write it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import sqlite3
-import time
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
+from rar.hashing import is_digest
+from rar.store._locations import HeaderCheck, PackScanner, location_of
+from rar.store._sqlite import (
+    BUSY_TIMEOUT,
+    CACHE_COLUMNS,
+    FAULTS,
+    KEEP_QUARANTINED,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    IndexFault,
+    IndexLies,
+    classify,
+    confirm_damage,
+    connect,
+    describe,
+    file_id,
+    is_symlink,
+    prepare,
+    prune_quarantined,
+    quarantine,
+    retry_busy,
+    row_crc,
+    seed,
+    temporary_copy,
+)
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
 
-SCHEMA_VERSION = 1
+__all__ = [
+    "BUSY_TIMEOUT",
+    "KEEP_QUARANTINED",
+    "RUN_COLUMNS",
+    "SCHEMA_VERSION",
+    "Index",
+    "IndexFault",
+    "IndexLies",
+    "PackScanner",
+    "RunRow",
+    "classify",
+    "prune_quarantined",
+]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    status TEXT NOT NULL,
-    goal TEXT,
-    created_at TEXT NOT NULL,
-    finished_at TEXT,
-    events INTEGER NOT NULL,
-    parent TEXT,
-    head TEXT,
-    dir_mtime_ns INTEGER NOT NULL,
-    log_size INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
-CREATE TABLE IF NOT EXISTS llm_cache (
-    key TEXT PRIMARY KEY,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    request TEXT NOT NULL,
-    result TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    created_at TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS llm_cache_model ON llm_cache (provider, model, created_at);
-CREATE TABLE IF NOT EXISTS packs (name TEXT PRIMARY KEY, indexed_to INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS blobs (
-    digest TEXT PRIMARY KEY,
-    pack TEXT NOT NULL,
-    offset INTEGER NOT NULL,
-    codec INTEGER NOT NULL,
-    raw_size INTEGER NOT NULL,
-    stored_size INTEGER NOT NULL
-) WITHOUT ROWID;
-"""
-
-RUN_COLUMNS = (
-    "run_id",
-    "status",
-    "goal",
-    "created_at",
-    "finished_at",
-    "events",
-    "parent",
-    "head",
-    "dir_mtime_ns",
-    "log_size",
-)
+log = logging.getLogger("rar.store")
+_T = TypeVar("_T")
+Location = Literal["store", "temporary", "memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,77 +98,310 @@ class RunRow:
     head: str | None
     dir_mtime_ns: int
     log_size: int
+    problem: str | None = None
+    """Why the directory could not be read as a run (status ``incomplete``); never indexed."""
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in RUN_COLUMNS}
 
+    def is_sound(self) -> bool:
+        """Whether the row has the shape the index stores (anything else read back lies)."""
+
+        def text(value: object, optional: bool = True) -> bool:
+            return isinstance(value, str) or (optional and value is None)
+
+        return (
+            text(self.run_id, False)
+            and bool(self.run_id)
+            and text(self.status, False)
+            and text(self.goal)
+            and text(self.created_at, False)
+            and text(self.finished_at)
+            and text(self.parent)
+            and (self.head is None or is_digest(self.head))
+            and isinstance(self.dir_mtime_ns, int)
+            and all(isinstance(v, int) and v >= 0 for v in (self.events, self.log_size))
+        )
+
+
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def warn(where: str, kind: str, message: str, *, once: bool = True) -> None:
+    """Log ``message`` as a warning (stderr, when nothing else is configured), by default
+    once per process for each ``(where, kind)``."""
+    if once:
+        with _WARNED_LOCK:
+            if (where, kind) in _WARNED:
+                return
+            _WARNED.add((where, kind))
+    log.warning("%s", message)
+
+
+def _reported_by_sqlite(exc: BaseException) -> bool:
+    """SQLite's own SQLITE_CORRUPT / SQLITE_NOTADB, as opposed to content found to lie."""
+    return isinstance(exc, sqlite3.Error)
+
+
+def _replaced(why: str, moved: str | None, *, lied: bool = False) -> str:
+    what = f"lied ({why})" if lied else f"was damaged ({why})"
+    if moved is None:
+        return f"{what}; another process had replaced it already"
+    return f"{what}; moved aside as {moved} and rebuilt from the runs' files"
+
+
+def _unconfirmed(exc: BaseException) -> str:
+    return f"{describe(exc)}, though the file checks out: taken for a failed read"
+
+
+class _Unavailable(Exception):
+    def __init__(self, fault: IndexFault, detail: str) -> None:
+        super().__init__(detail)
+        self.fault = fault
+
 
 class Index:
-    def __init__(self, path: Path) -> None:
+    """The store's index, or a stand-in for it where it cannot be used.
+
+    ``location`` says where the index lives: ``store`` (at ``path``), ``temporary`` (a private
+    copy for this process, removed at exit) or ``memory``. With ``writable=False`` nothing is
+    ever written in the store. ``reader`` lets the index check blob locations against the packs.
+    ``notes`` says what went wrong (each kind is also logged once); ``faulted`` is true once an
+    operation had to do without the index.
+    """
+
+    def __init__(
+        self, path: Path, *, reader: PackReader | None = None, writable: bool = True
+    ) -> None:
         self.path = path
-        self._conn = self._open()
+        self.reader = reader
+        self.notes: list[str] = []
+        self.faulted = False
+        self.location: Location = "store"
+        self._file: Path | None = path  # the file the connection is to (None: in memory)
+        self._inode: int | None = None  # the store's index file this connection opened
+        self._conn = self._open(writable)
 
-    def _open(self) -> sqlite3.Connection:
-        try:
-            conn = self._connect()
-            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None or int(row[0]) != SCHEMA_VERSION:
-                conn.close()
-                raise sqlite3.DatabaseError("unknown schema version")
-            return conn
-        except sqlite3.DatabaseError:
-            self._quarantine()
-            return self._connect()
+    # --- opening ---------------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA journal_size_limit=1048576")
-        conn.executescript(_SCHEMA)
-        conn.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-        )
+    def _open(self, writable: bool) -> sqlite3.Connection:
+        if writable:
+            try:
+                return self._open_in_store()
+            except _Unavailable as exc:
+                self._note(
+                    exc.fault,
+                    f"cannot be used ({exc}); a temporary index derived from the runs' files is "
+                    "used instead",
+                )
+        return self._open_stand_in()
+
+    def _open_in_store(self) -> sqlite3.Connection:
+        for attempt in range(2):
+            conn: sqlite3.Connection | None = None
+            inode = file_id(self.path)
+            try:
+                if is_symlink(self.path):
+                    raise IndexLies("it is a symbolic link")
+                conn = connect(str(self.path))
+                retry_busy(functools.partial(prepare, conn))
+                self.location, self._file = "store", self.path
+                self._inode = inode if inode is not None else file_id(self.path)
+                return conn
+            except OSError as exc:
+                raise _Unavailable(IndexFault.IO, exc.strerror or str(exc)) from exc
+            except FAULTS as exc:
+                if conn is not None:
+                    conn.close()
+                fault = classify(exc)
+                if fault is None:
+                    raise
+                if fault is not IndexFault.CORRUPT or attempt:
+                    raise _Unavailable(fault, describe(exc)) from exc
+                if _reported_by_sqlite(exc) and not confirm_damage(self.path):
+                    # an I/O error can look like damage; a file that checks out is kept
+                    raise _Unavailable(IndexFault.IO, _unconfirmed(exc)) from exc
+                try:
+                    moved = quarantine(self.path, inode)
+                except OSError as move:
+                    raise _Unavailable(
+                        IndexFault.READ_ONLY,
+                        f"damaged ({describe(exc)}) and it cannot be moved aside: {move.strerror}",
+                    ) from exc
+                self._note(IndexFault.CORRUPT, _replaced(describe(exc), moved), once=False)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _open_stand_in(self, *, fresh: bool = False) -> sqlite3.Connection:
+        temporary = temporary_copy(self.path, fresh=fresh)
+        if temporary is not None:
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = connect(str(temporary))
+                prepare(conn)
+                self.location, self._file = "temporary", temporary
+                return conn
+            except FAULTS as exc:
+                if conn is not None:
+                    conn.close()
+                if classify(exc) is None:
+                    raise
+                self._note(IndexFault.IO, f"has no temporary stand-in ({describe(exc)})")
+        conn = connect(":memory:")
+        if fresh or not seed(self.path, conn):
+            conn.close()
+            conn = connect(":memory:")
+        prepare(conn)
+        self.location, self._file = "memory", None
         return conn
 
-    def _quarantine(self) -> None:
-        """Move an unreadable index aside; it is rebuilt from the logs and packs."""
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        for suffix in ("", "-wal", "-shm"):
-            old = self.path.with_name(self.path.name + suffix)
-            if old.exists():
-                old.replace(old.with_name(f"{old.name}.corrupt-{stamp}"))
+    def discard(self, reason: str) -> None:
+        """The index lies (``reason``): move it aside and start again from the files."""
+        self._conn.close()
+        if self.location == "store":
+            try:
+                moved = quarantine(self.path, self._inode)
+                self._note(IndexFault.CORRUPT, _replaced(reason, moved, lied=True), once=False)
+                self._conn = self._open_in_store()
+                return
+            except (OSError, _Unavailable) as exc:
+                self._note(IndexFault.CORRUPT, f"lied ({reason}) and cannot be replaced ({exc})")
+        self._conn = self._open_stand_in(fresh=True)
+
+    def _note(self, fault: IndexFault, text: str, *, once: bool = True) -> None:
+        message = f"the run index {self.path} {text}"
+        self.notes.append(message)
+        warn(str(self.path), str(fault), f"warning: {message}", once=once)
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):  # best effort: keep the WAL file small
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if self.location == "store":
+            with contextlib.suppress(sqlite3.Error):  # best effort: keep the WAL file small
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
+
+    # --- doing without ---------------------------------------------------------------------
+
+    def _attempt(self, what: str, operation: Callable[[sqlite3.Connection], _T]) -> _T | None:
+        """``operation`` on the index; None when it had to be done without (noted)."""
+        for attempt in range(2):
+            try:
+                return retry_busy(lambda: operation(self._conn))
+            except FAULTS as exc:
+                fault = classify(exc)
+                if fault is None:
+                    raise
+                if (
+                    fault is IndexFault.CORRUPT
+                    and _reported_by_sqlite(exc)
+                    and self._file is not None
+                    and not confirm_damage(self._file)
+                ):
+                    fault = IndexFault.IO  # an I/O error that looked like damage
+                    error = _unconfirmed(exc)
+                else:
+                    error = describe(exc)
+                if fault is IndexFault.CORRUPT and not attempt:
+                    self.discard(f"{what}: {error}")
+                    continue  # once more, on the fresh index
+                self.faulted = True
+                self._note(fault, _WITHOUT[fault].format(what=what, error=error))
+                return None
+        return None  # pragma: no cover
+
+    def _write(self, what: str, change: Callable[[sqlite3.Connection], object]) -> bool:
+        """Apply ``change`` in one transaction; False when it was skipped (noted)."""
+
+        def transaction(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                change(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite rolls back by itself after some errors
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            return True
+
+        return self._attempt(what, transaction) is True
 
     # --- blobs -------------------------------------------------------------------------------
 
     def lookup_blob(self, digest: str) -> BlobLocation | None:
-        row = self._conn.execute(
-            "SELECT pack, offset, codec, raw_size, stored_size FROM blobs WHERE digest=?",
-            (digest,),
-        ).fetchone()
-        return None if row is None else BlobLocation(*row)
+        row = self._attempt(
+            "looking up a blob",
+            lambda conn: conn.execute(
+                "SELECT pack, offset, codec, raw_size, stored_size FROM blobs WHERE digest=?",
+                (digest,),
+            ).fetchone(),
+        )
+        if row is None:
+            return None
+        location = location_of(row)
+        if location is None:
+            self.discard(f"the row of blob {digest} is malformed")
+        return location
 
     def existing_blobs(self, digests: list[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(digests), 500):
-            chunk = digests[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            cursor = self._conn.execute(
-                f"SELECT digest FROM blobs WHERE digest IN ({marks})", chunk
-            )
-            found.update(row[0] for row in cursor)
-        return found
+        """Which of ``digests`` are indexed; each is checked against its pack, since a writer
+        trusts this to skip writing a blob."""
+
+        def query(conn: sqlite3.Connection) -> dict[str, BlobLocation | None]:
+            found: dict[str, BlobLocation | None] = {}
+            for start in range(0, len(digests), 500):
+                chunk = digests[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                cursor = conn.execute(
+                    "SELECT digest, pack, offset, codec, raw_size, stored_size FROM blobs "
+                    f"WHERE digest IN ({marks})",
+                    chunk,
+                )
+                found.update((row[0], location_of(row[1:])) for row in cursor)
+            return found
+
+        found = self._attempt("checking for stored blobs", query) or {}
+        if self.reader is None or not found:
+            return set(found)
+        with HeaderCheck(self.reader) as holds:
+            checked = {d: holds(d, at) if at is not None else False for d, at in found.items()}
+        if False in checked.values():
+            self.discard("a blob location does not match its pack")
+        # a blob that could not be checked (an I/O error) is written again: a copy costs little
+        return {d for d, sound in checked.items() if sound}
 
     def all_blob_locations(self) -> dict[str, BlobLocation]:
-        cursor = self._conn.execute(
-            "SELECT digest, pack, offset, codec, raw_size, stored_size FROM blobs"
+        """Every blob location, each checked against its record header in the pack.
+
+        Locations the packs contradict make the index rebuild by scanning them; a location whose
+        record is itself damaged in the pack is kept, so reading it reports the damage. When the
+        index cannot be read at all, the locations come from scanning the packs.
+        """
+        rows = self._attempt(
+            "listing blob locations",
+            lambda conn: conn.execute(
+                "SELECT digest, pack, offset, codec, raw_size, stored_size FROM blobs"
+            ).fetchall(),
         )
-        return {row[0]: BlobLocation(*row[1:]) for row in cursor}
+        if self.reader is None:
+            return {row[0]: at for row in rows or [] if (at := location_of(row[1:])) is not None}
+        if rows is None:
+            return PackScanner(self.reader).locations()
+        claimed = {row[0]: location_of(row[1:]) for row in rows}
+        with HeaderCheck(self.reader) as holds:
+            suspect = {d: at for d, at in claimed.items() if at is None or holds(d, at) is False}
+        if not suspect:
+            return {d: at for d, at in claimed.items() if at is not None}
+        scanner = PackScanner(self.reader)
+        kept = {  # the record there is damaged, or the pack cannot be read: reading reports it
+            d: at
+            for d, at in suspect.items()
+            if at is not None and scanner.verdict(d, at) in ("damaged", "unknown")
+        }
+        if len(kept) == len(suspect):
+            return {d: at for d, at in claimed.items() if at is not None}
+        self.discard(f"{len(suspect) - len(kept)} blob location(s) contradict the packs")
+        self.catch_up(self.reader)
+        return {**scanner.locations(), **kept}
 
     def add_blobs(self, pack: str, records: Iterable[PackRecord], indexed_to: int) -> None:
         rows = [
@@ -172,17 +415,29 @@ class Index:
             )
             for r in records
         ]
-        with self._transaction():
-            self._conn.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._conn.execute(
+
+        def change(conn: sqlite3.Connection) -> None:
+            conn.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
+            conn.execute(
                 "INSERT INTO packs (name, indexed_to) VALUES (?, ?) ON CONFLICT(name) DO UPDATE "
                 "SET indexed_to = max(indexed_to, excluded.indexed_to)",
                 (pack, indexed_to),
             )
 
+        self._write("indexing blobs", change)
+
     def catch_up(self, reader: PackReader) -> int:
         """Index records appended to packs since they were last indexed; returns how many."""
-        known = dict(self._conn.execute("SELECT name, indexed_to FROM packs").fetchall())
+        rows = self._attempt(
+            "reading pack positions",
+            lambda conn: conn.execute("SELECT name, indexed_to FROM packs").fetchall(),
+        )
+        if rows is None:
+            return 0
+        if not all(isinstance(name, str) and isinstance(end, int) for name, end in rows):
+            self.discard("a pack position is malformed")
+            return self.catch_up(reader)  # the fresh index has none
+        known = dict(rows)
         added = 0
         for name in reader.iter_pack_names():
             start = known.get(name, 0)
@@ -202,74 +457,126 @@ class Index:
 
     def cache_get(self, key: str) -> tuple[str, str, int] | None:
         """(result payload reference JSON, run_id, seq) of a cached response."""
-        row = self._conn.execute(
-            "SELECT result, run_id, seq FROM llm_cache WHERE key=?", (key,)
-        ).fetchone()
-        return None if row is None else (row[0], row[1], row[2])
+        rows = self._cache_rows("looking up a cached answer", "WHERE key=?", (key,))
+        if not rows:
+            return None
+        row = rows[0]
+        return (row[4], row[5], row[6])
 
     def cache_put(self, rows: Iterable[tuple[str, str, str, str, str, str, int, str]]) -> None:
-        with self._transaction():
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO llm_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?)", list(rows)
-            )
+        values = [(*row, row_crc(row)) for row in rows]
+        marks = ", ".join("?" * (len(CACHE_COLUMNS) + 1))
+
+        def change(conn: sqlite3.Connection) -> None:
+            conn.executemany(f"INSERT OR IGNORE INTO llm_cache VALUES ({marks})", values)
+
+        self._write("caching a model answer", change)
 
     def cache_candidates(self, provider: str, model: str, limit: int) -> list[tuple[str, str]]:
         """(key, request reference JSON) of recent entries for a provider and model."""
-        cursor = self._conn.execute(
-            "SELECT key, request FROM llm_cache WHERE provider=? AND model=? "
-            "ORDER BY created_at DESC LIMIT ?",
+        rows = self._cache_rows(
+            "listing cached answers",
+            "WHERE provider=? AND model=? ORDER BY created_at DESC LIMIT ?",
             (provider, model, limit),
         )
-        return [(row[0], row[1]) for row in cursor]
+        return [(row[0], row[3]) for row in rows]
 
     def cache_recent(self, limit: int) -> list[tuple[str, str, str, str]]:
-        cursor = self._conn.execute(
-            "SELECT key, provider, model, request FROM llm_cache ORDER BY created_at DESC LIMIT ?",
-            (limit,),
+        rows = self._cache_rows(
+            "listing cached answers", "ORDER BY created_at DESC LIMIT ?", (limit,)
         )
-        return [(row[0], row[1], row[2], row[3]) for row in cursor]
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+    def _cache_rows(self, what: str, where: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Cache rows, each checked against its ``crc``: a damaged cached answer is never
+        served (the index is rebuilt, and the cache with it, from the logs)."""
+
+        def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            columns = ", ".join(CACHE_COLUMNS)
+            rows = conn.execute(f"SELECT {columns}, crc FROM llm_cache {where}", params).fetchall()
+            for row in rows:
+                if row[-1] != row_crc(row[:-1]):
+                    raise IndexLies(f"the cache row {row[0]!r} does not match its check")
+            return [tuple(row[:-1]) for row in rows]
+
+        return self._attempt(what, query) or []
 
     def meta(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        row = self._attempt(
+            "reading index metadata",
+            lambda conn: conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone(),
+        )
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._transaction():
-            self._conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value)
-            )
+        def change(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+        self._write("writing index metadata", change)
 
     # --- runs --------------------------------------------------------------------------------
 
     def run_rows(self) -> dict[str, RunRow]:
-        cursor = self._conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs")
-        return {row[0]: RunRow(*row) for row in cursor}
+        """Every indexed run; empty when the index cannot be read (the caller reads the files)."""
+
+        def query(conn: sqlite3.Connection) -> dict[str, RunRow]:
+            rows = {}
+            for values in conn.execute(f"SELECT {', '.join(RUN_COLUMNS)}, crc FROM runs"):
+                # only sound rows are written (upsert_runs), so a row that matches its check is one
+                if values[-1] != row_crc(values[:-1]):
+                    raise IndexLies(f"the row of run {values[0]!r} does not match its check")
+                rows[values[0]] = RunRow(*values[:-1])
+            return rows
+
+        return self._attempt("listing runs", query) or {}
 
     def upsert_runs(self, rows: Iterable[RunRow]) -> None:
-        rows = list(rows)
-        if not rows:
+        values = []
+        for row in rows:
+            if row.is_sound():
+                data = tuple(getattr(row, c) for c in RUN_COLUMNS)
+                values.append((*data, row_crc(data)))
+        if not values:
             return
-        placeholders = ", ".join("?" for _ in RUN_COLUMNS)
-        with self._transaction():
-            self._conn.executemany(
-                f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({placeholders})",
-                [tuple(getattr(r, c) for c in RUN_COLUMNS) for r in rows],
+        placeholders = ", ".join("?" * (len(RUN_COLUMNS) + 1))
+
+        def change(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}, crc) "
+                f"VALUES ({placeholders})",
+                values,
             )
 
+        self._write("indexing runs", change)
+
     def delete_runs(self, run_ids: Iterable[str]) -> None:
-        with self._transaction():
-            self._conn.executemany("DELETE FROM runs WHERE run_id=?", [(r,) for r in run_ids])
+        ids = [(r,) for r in run_ids]
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn)
+        def change(conn: sqlite3.Connection) -> None:
+            conn.executemany("DELETE FROM runs WHERE run_id=?", ids)
+
+        if ids:
+            self._write("removing runs from the index", change)
 
 
-class _Transaction:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+_WITHOUT = {
+    IndexFault.BUSY: (
+        "stayed locked by another process ({error}) while {what}; the runs' files are read "
+        "instead, and the index catches up later"
+    ),
+    IndexFault.FULL: (
+        "cannot be written, the disk is full ({error}), while {what}. The runs' files are read "
+        "instead (slower); nothing recorded is affected, and the index catches up once there is "
+        "space"
+    ),
+    IndexFault.IO: (
+        "failed with an I/O error ({error}) while {what}. The runs' files are read instead; "
+        "nothing recorded is affected, and the index catches up later"
+    ),
+    IndexFault.READ_ONLY: (
+        "cannot be written ({error}) while {what}; the runs' files are read instead"
+    ),
+    IndexFault.CORRUPT: (
+        "is damaged ({error}) while {what}, even once rebuilt; the runs' files are read instead"
+    ),
+}

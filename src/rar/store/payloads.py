@@ -15,7 +15,9 @@ digests are carried by :class:`~rar.hashing.Canonical` values). The digest of a 
 digest of its linked form, a pure function of the content: the same conversation always yields
 the same digest, in any process, whatever was stored before.
 
-:func:`unlink` turns a linked form back into the plain value.
+:func:`unlink` turns a linked form back into the plain value; :func:`resolve` turns a payload
+reference (inline or a blob) into it, reading canonical bytes with
+:func:`~rar.hashing.from_canonical`, so the value read back hashes to the recorded digest again.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from typing import Any, Final, TypeGuard
 import orjson
 
 from rar.errors import CorruptionError
-from rar.hashing import Canonical, is_digest
+from rar.hashing import Canonical, from_canonical, is_digest
 from rar.redaction import Redactor
 
 CHAIN_KEY: Final = "$chain"
 CHAINED_FIELDS: Final = frozenset({"messages"})
+_CHAIN_MARK: Final = f'"{CHAIN_KEY}"'.encode()  # in the bytes of every linked form with a chain
 _MEMO_LIMIT: Final = 200_000
 _PLAIN_CACHE_BYTES: Final = 64 << 20
 
@@ -171,8 +174,29 @@ class Linker:
         return {CHAIN_KEY: head, "length": len(items)}
 
 
+def resolve(ref: dict[str, Any], get: GetBlob) -> Any:
+    """The plain value of a payload reference ``{"digest", "size"[, "value"]}``: the inline
+    value or the blob's, message chains resolved, read as canonical JSON is read back
+    (:func:`~rar.hashing.from_canonical`: ``2.0**60`` comes back the float it was written from).
+
+    This is the one place where a payload is read back: the result a live effect hands the
+    agent (``RunWriter.recorded_payload``) and every value a replay serves or compares.
+    """
+    if "value" in ref:
+        value = ref["value"]
+        # a writer's own reference holds a Canonical; one read from a log holds parsed JSON
+        raw = value.data if isinstance(value, Canonical) else orjson.dumps(value)
+    else:
+        raw = get(ref["digest"])
+    value = from_canonical(raw)
+    if _CHAIN_MARK not in raw:
+        return value  # nothing linked inside: no walk needed
+    return unlink(value, get)
+
+
 def unlink(value: Any, get: GetBlob) -> Any:
-    """The plain value of a linked form (message chains resolved from blobs)."""
+    """The plain value of a linked form (message chains resolved from blobs, each message read
+    with :func:`~rar.hashing.from_canonical`)."""
     if isinstance(value, dict):
         if CHAIN_KEY in value and set(value) == {CHAIN_KEY, "length"}:
             return _read_chain(value[CHAIN_KEY], int(value["length"]), get)
@@ -187,7 +211,7 @@ def _read_chain(head: str, length: int, get: GetBlob) -> list[Any]:
     node: str | None = head
     while node is not None:
         body = orjson.loads(get(node))
-        items.append(unlink(orjson.loads(get(body["item"])), get))
+        items.append(unlink(from_canonical(get(body["item"])), get))
         node = body.get("prev")
         if len(items) > length:
             raise CorruptionError(f"message chain {head} is longer than its recorded length")

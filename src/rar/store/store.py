@@ -13,19 +13,23 @@
         artifacts/          files the run produced, also stored as blobs
 
 The store location is ``--store DIR``, else ``$RAR_HOME``, else ``./runs``.
+
+Reading a store needs no write access: a read-only store (an archive, a colleague's runs on a
+read-only mount) keeps its index in a private temporary copy, and anything that would write is
+refused with :class:`StoreNotWritableError`. Run files are never read through symbolic links.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import errno
 import os
+import re
 import secrets
-import sqlite3
+import stat
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -33,12 +37,15 @@ from rar.errors import (
     AmbiguousRunIdError,
     BlobMissingError,
     CorruptionError,
+    ManifestMissingError,
     RunNotFoundError,
     StoreNotWritableError,
 )
+from rar.hashing import from_canonical
+from rar.store._fs import make_dirs, not_regular, read_problem, read_regular
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
-from rar.store.index import Index, RunRow
-from rar.store.layout import EVENTS_NAME, INDEX_NAME, MANIFEST_NAME
+from rar.store.index import Index, PackScanner, RunRow, log, warn
+from rar.store.layout import EVENTS_NAME, INDEX_NAME, LOCK_NAME, MANIFEST_NAME
 from rar.store.lock import is_locked
 from rar.store.log import read_events, read_tail
 
@@ -46,10 +53,16 @@ if TYPE_CHECKING:
     from rar.store.manifest import Manifest
 
 ENV_HOME = "RAR_HOME"
+INCOMPLETE = "incomplete"
+"""The status listed for a run directory that cannot be read as a run (see ``RunRow.problem``)."""
 _OPEN_STATUSES = frozenset({"pending", "running"})
+_STATUSES = frozenset(
+    {"pending", "running", "completed", "completed_with_warnings", "failed", "waiting"}
+)
 _RACY_NS = 2_000_000_000
+_ID_TIME = re.compile(r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})-")
+_READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 DEFAULT_DIR = "runs"
-_T = TypeVar("_T")
 
 
 def default_store_path() -> Path:
@@ -70,30 +83,68 @@ def utc_now_iso() -> str:
 
 
 class Store:
-    """Read access to a store, and the place run writers are created from."""
+    """Read access to a store, and the place run writers are created from.
 
-    def __init__(self, root: Path | str | None = None, *, create: bool = False) -> None:
+    ``read_only=True`` never writes anything in the store, whatever the permissions allow (the
+    index is a private temporary copy; recording is refused).
+    """
+
+    def __init__(
+        self, root: Path | str | None = None, *, create: bool = False, read_only: bool = False
+    ) -> None:
         self.root = Path(root) if root is not None else default_store_path()
         self.packs_dir = self.root / "blobs" / "packs"
-        if create:
-            self.ensure_writable()
+        self.read_only = read_only
         self._index: Index | None = None
         self._reader = PackReader(self.packs_dir)
+        self._scanner: PackScanner | None = None
         self._local_blobs: dict[str, BlobLocation] = {}
         # blobs a writer of this process collected and has not written yet (see RunWriter)
         self.pending_blobs: dict[str, bytes] = {}
+        if create:
+            self.ensure_writable()
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
 
+    @property
+    def writable(self) -> bool:
+        """Whether runs can be recorded here: the store (or the directory it would be created
+        in) may be written by this process. False for a read-only store."""
+        if self.read_only:
+            return False
+        path = self.root
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+
     def ensure_writable(self) -> None:
+        """Create the store if needed; raise :class:`StoreNotWritableError` when it cannot be
+        written, saying what can still be done with it."""
+        if self.read_only:
+            raise StoreNotWritableError(
+                self.root, self._read_only_reason("it was opened read-only")
+            )
         try:
-            self.packs_dir.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.packs_dir)
             probe = self.root / f".write-probe-{os.getpid()}"
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise StoreNotWritableError(self.root, exc.strerror or str(exc)) from exc
+            reason = exc.strerror or str(exc)
+            if exc.errno in _READ_ONLY_ERRNOS and self.root.is_dir():
+                reason = self._read_only_reason(f"it is read-only here ({reason})")
+            raise StoreNotWritableError(self.root, reason) from exc
+        if self._index is not None and self._index.location != "store":
+            self._index.close()  # a stand-in from before the store existed: use the real one
+            self._index = None
+
+    def _read_only_reason(self, why: str) -> str:
+        return (
+            f"{why}. Its runs can be listed, shown, verified, exported and viewed, but nothing "
+            "can be recorded into it, and a replay or branch writes a new run: copy the store "
+            f"to a writable place first (cp -a {self.root} DIR) and replay there with --store DIR"
+        )
 
     @property
     def exists(self) -> bool:
@@ -103,21 +154,17 @@ class Store:
 
     @property
     def index(self) -> Index:
+        """The derived index: the store's own, or a private stand-in when the store cannot be
+        written (or does not exist yet: reading never creates it)."""
         if self._index is None:
-            if not self.root.is_dir():
-                self.ensure_writable()
-            self._index = Index(self.root / INDEX_NAME)
+            in_store = not self.read_only and self.root.is_dir() and self.writable
+            self._index = Index(self.root / INDEX_NAME, reader=self._reader, writable=in_store)
         return self._index
 
-    def _with_index(self, action: Callable[[Index], _T]) -> _T:
-        """Run an index operation; an index found corrupt is rebuilt once and retried."""
-        try:
-            return action(self.index)
-        except sqlite3.DatabaseError:
-            self.index.close()
-            self._index = None
-            Index(self.root / INDEX_NAME)._quarantine()
-            return action(self.index)
+    @property
+    def notes(self) -> list[str]:
+        """What went wrong with the index so far (it was done without, or rebuilt)."""
+        return list(self._index.notes) if self._index is not None else []
 
     # --- blobs -------------------------------------------------------------------------------
 
@@ -125,22 +172,38 @@ class Store:
         location = self._local_blobs.get(digest)
         if location is not None:
             return location
-        location = self._with_index(lambda index: index.lookup_blob(digest))
+        index = self.index
+        location = index.lookup_blob(digest)
         if location is None and self.packs_dir.is_dir():
-            self._with_index(lambda index: index.catch_up(self._reader))
-            location = self._with_index(lambda index: index.lookup_blob(digest))
+            index.catch_up(self._reader)
+            location = index.lookup_blob(digest)
+            if location is None:
+                # the index says every pack is indexed up to its end: look for ourselves
+                location = self._scan().find(digest)
+                if location is not None and not index.faulted:
+                    index.discard(f"blob {digest} is in pack {location.pack} but not indexed")
         return location
+
+    def _scan(self) -> PackScanner:
+        if self._scanner is None:
+            self._scanner = PackScanner(self._reader)
+        return self._scanner
 
     def known_blobs(self, digests: list[str]) -> set[str]:
         """Which of ``digests`` the store holds already (a writer's dedup check; no pack scan)."""
         known = {d for d in digests if d in self._local_blobs}
         rest = [d for d in digests if d not in known]
         if rest:
-            known |= self._with_index(lambda index: index.existing_blobs(rest))
+            known |= self.index.existing_blobs(rest)
         return known
 
     def index_blobs(self, pack: str, records: list[PackRecord], end: int) -> None:
-        self._with_index(lambda index: index.add_blobs(pack, records, end))
+        """Index a closed pack's records. Never raises: they are durable already, and a later
+        look-up finds them by scanning the pack if this did not make it to the index."""
+        try:
+            self.index.add_blobs(pack, records, end)
+        except Exception as exc:  # the record is the truth; see index_run
+            log.warning("warning: blobs of pack %s were not indexed (%s)", pack, exc)
 
     def has_blob(self, digest: str) -> bool:
         return self.locate_blob(digest) is not None
@@ -152,28 +215,40 @@ class Store:
         location = self.locate_blob(digest)
         if location is None:
             raise BlobMissingError(digest, self.root)
-        return self._reader.read(digest, location)
+        try:
+            return self._reader.read(digest, location)
+        except (CorruptionError, FileNotFoundError):
+            if self._index is None or self._local_blobs.get(digest) == location:
+                raise  # not a location the index gave: the pack is at fault
+            actual = self._check_location(digest, location)
+            if actual is None:
+                raise
+            return self._reader.read(digest, actual)
+
+    def _check_location(self, digest: str, claimed: BlobLocation) -> BlobLocation | None:
+        """Where a blob that did not read back from the index's location really is: None when
+        the index was right (the pack is damaged), else the blob's location found by scanning
+        (the index lied: it is rebuilt), raising BlobMissingError when no pack holds it."""
+        scanner = self._scan()
+        verdict = scanner.verdict(digest, claimed)
+        if verdict != "lie":
+            return None
+        self.index.discard(f"blob {digest} is not at {claimed.pack}:{claimed.offset}")
+        actual = scanner.find(digest)
+        if actual is None:
+            raise BlobMissingError(digest, self.root)
+        return actual
 
     def get_json(self, digest: str) -> Any:
-        return orjson.loads(self.get_blob(digest))
+        return from_canonical(self.get_blob(digest))
 
     def resolve_payload(self, ref: dict[str, Any] | None) -> Any:
         """The plain value of a payload reference from an event (inline or blob, unlinked)."""
         if ref is None:
             return None
-        from rar.store.payloads import CHAIN_KEY, unlink
+        from rar.store.payloads import resolve
 
-        if "value" in ref:
-            value = ref["value"]
-            if not isinstance(value, (dict, list)):
-                return value
-            raw = orjson.dumps(value)
-        else:
-            raw = self.get_blob(ref["digest"])
-            value = orjson.loads(raw)
-        if f'"{CHAIN_KEY}"'.encode() not in raw:
-            return value  # nothing linked inside: no walk needed
-        return unlink(value, self.get_blob)
+        return resolve(ref, self.get_blob)
 
     def remember_blob(self, digest: str, location: BlobLocation) -> None:
         """Called by this process's writers so their blobs are found before being indexed."""
@@ -195,17 +270,31 @@ class Store:
             entry.name
             for entry in os.scandir(self.root)
             if entry.is_dir(follow_symlinks=False)
-            and os.path.exists(os.path.join(entry.path, MANIFEST_NAME))
+            and os.path.lexists(os.path.join(entry.path, MANIFEST_NAME))
         )
 
+    def _is_run(self, name: str) -> bool:
+        """A real directory (not a link to one) holding a manifest (possibly unreadable)."""
+        path = self.root / name
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return False
+        except OSError:
+            return False
+        return os.path.lexists(path / MANIFEST_NAME)
+
     def resolve(self, ref: str) -> str:
-        """A full run id from a unique prefix of the id or of its random last part."""
+        """A full run id from a unique prefix of the id or of its random last part.
+
+        Only directories with a manifest are runs here; ``list_runs`` also lists directories
+        without one (as ``incomplete``), which ``show`` and ``replay`` cannot use.
+        """
         ref = ref.strip()
         if not ref:
             raise RunNotFoundError(ref, self.root)
-        if (self.root / ref / MANIFEST_NAME).exists():
+        if "/" not in ref and ref not in (".", "..") and self._is_run(ref):
             return ref
-        ids = self.run_ids()
+        ids = [r for r in self.run_ids() if self._is_run(r)]
         matches = [r for r in ids if r.startswith(ref)]
         if not matches:
             matches = [r for r in ids if r.rsplit("-", 1)[-1].startswith(ref)]
@@ -218,10 +307,17 @@ class Store:
     def manifest(self, run_id: str) -> Manifest:
         from rar.store.manifest import read_manifest
 
+        path = self.run_dir(run_id) / MANIFEST_NAME
+        problem = not_regular(path)
+        if problem is not None:
+            raise ManifestMissingError(run_id, path, f"it {problem}")
         return read_manifest(self.run_dir(run_id), run_id)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         path = self.run_dir(run_id) / EVENTS_NAME
+        problem = not_regular(path)
+        if problem is not None:
+            raise CorruptionError(f"the log of run {run_id} {problem}", path=path, run_id=run_id)
         if not path.exists():
             return []
         return read_events(path, run_id)
@@ -240,75 +336,159 @@ class Store:
 
         A run's row is re-read when its directory's mtime changed (the manifest is replaced by
         a rename, which changes it) or, for a run still being written, when its log grew. One
-        ``stat`` per run keeps this fast for large stores.
+        ``stat`` per run keeps this fast for large stores. Without a usable index, every row is
+        read from the files. A run directory without a readable manifest (a start killed before
+        it was written, a damaged run) is listed as ``incomplete`` with ``problem`` saying why.
         """
-        rows = self._with_index(lambda index: index.run_rows())
-        stale: list[RunRow] = []
-        present: set[str] = set()
+        index = self.index
+        indexed = index.run_rows()
+        rows: dict[str, RunRow] = {}
+        fresh_rows: list[RunRow] = []
+        incomplete: list[RunRow] = []
         if self.root.is_dir():
             for entry in os.scandir(self.root):
                 if not entry.is_dir(follow_symlinks=False):
                     continue
-                row = rows.get(entry.name)
+                row = indexed.get(entry.name)
                 try:
                     changed = row is None or row.dir_mtime_ns != entry.stat().st_mtime_ns
                     if not changed and row is not None and row.status in _OPEN_STATUSES:
-                        log = os.path.join(entry.path, EVENTS_NAME)
-                        changed = os.stat(log).st_size != row.log_size
-                except FileNotFoundError:
+                        log_path = os.path.join(entry.path, EVENTS_NAME)
+                        changed = os.stat(log_path).st_size != row.log_size
+                except OSError:
                     changed = True
                 if changed:
-                    fresh = self.row_from_files(entry.name)
-                    if fresh is None:
-                        continue  # not a run (no usable manifest)
-                    stale.append(fresh)
-                    rows[entry.name] = fresh
-                present.add(entry.name)
-        gone = [run_id for run_id in rows if run_id not in present]
-        if stale:
-            self._with_index(lambda index: index.upsert_runs(stale))
-        if gone:
-            self._with_index(lambda index: index.delete_runs(gone))
-            for run_id in gone:
-                rows.pop(run_id)
+                    row = self.row_from_files(entry.name)
+                    if row is None:
+                        continue  # not a run
+                    (fresh_rows if row.problem is None else incomplete).append(row)
+                assert row is not None
+                rows[entry.name] = row
+        index.upsert_runs(fresh_rows)
+        # runs gone, and runs no longer readable (their rows are read from the files each time)
+        index.delete_runs(r for r in indexed if r not in rows or rows[r].problem is not None)
+        if incomplete:
+            self._note_incomplete(incomplete)
         return sorted(rows.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
 
+    def _note_incomplete(self, rows: list[RunRow]) -> None:
+        shown = "; ".join(
+            f"{r.run_id}: {r.problem}" for r in sorted(rows, key=lambda r: r.run_id)[:3]
+        )
+        more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+        plural = "y is" if len(rows) == 1 else "ies are"
+        warn(
+            str(self.root),
+            f"incomplete:{len(rows)}",
+            f"note: {len(rows)} run director{plural} listed as {INCOMPLETE} in {self.root} "
+            f"({shown}{more}); `rar verify` reports them",
+        )
+
     def row_from_files(self, run_id: str) -> RunRow | None:
-        """An index row read from a run's files (None when the manifest is unusable)."""
+        """A run's row read from its files; None for a directory that is not a run at all.
+
+        A directory with a log or a writer's lock but no usable manifest gives an ``incomplete``
+        row whose ``problem`` says why (such rows are never indexed).
+        """
         run_dir = self.run_dir(run_id)
         try:
-            dir_mtime = run_dir.stat().st_mtime_ns
-            data = orjson.loads((run_dir / MANIFEST_NAME).read_bytes())
+            dir_mtime = os.lstat(run_dir).st_mtime_ns
+        except OSError:
+            return None
+        tail_seq, log_size, log_problem = self._log_tail(run_dir / EVENTS_NAME)
+        manifest_path = run_dir / MANIFEST_NAME
+        try:
+            data = orjson.loads(read_regular(manifest_path))
             parent = data.get("parent") or {}
+            status = data["status"]
             row = RunRow(
                 run_id=run_id,
-                status=str(data["status"]),
+                status=status,
                 goal=data.get("goal"),
-                created_at=str(data["created_at"]),
+                created_at=data["created_at"],
                 finished_at=data.get("finished_at"),
-                events=0,
+                events=tail_seq,
                 parent=parent.get("run_id"),
                 head=data.get("head"),
                 # a directory changed within the clock's granularity may change again with the
                 # same mtime: store 0 so that it is read again next time ("racy" entries)
                 dir_mtime_ns=0 if time.time_ns() - dir_mtime < _RACY_NS else dir_mtime,
-                log_size=0,
+                log_size=log_size,
             )
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-            return None
-        log = run_dir / EVENTS_NAME
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                if log_problem is None and not self._has_run_files(run_dir):
+                    return None  # a directory that is not a run
+                why = (
+                    "never started: it has no manifest.json (the start was stopped before "
+                    "writing it) and nothing was recorded"
+                    if tail_seq == 0 and log_problem is None
+                    else f"manifest.json is missing ({tail_seq} events in the log)"
+                )
+                return self._incomplete(run_id, dir_mtime, tail_seq, why)
+            return self._incomplete(
+                run_id, dir_mtime, tail_seq, f"manifest.json {read_problem(exc)}"
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            return self._incomplete(
+                run_id, dir_mtime, tail_seq, f"manifest.json is unreadable ({type(exc).__name__})"
+            )
+        if status not in _STATUSES or not row.is_sound():
+            return self._incomplete(
+                run_id, dir_mtime, tail_seq, "manifest.json does not describe a run"
+            )
+        if log_problem is not None:
+            return self._incomplete(run_id, dir_mtime, 0, log_problem)
+        return row
+
+    def _has_run_files(self, run_dir: Path) -> bool:
+        return os.path.lexists(run_dir / LOCK_NAME) or os.path.lexists(run_dir / EVENTS_NAME)
+
+    def _log_tail(self, log_path: Path) -> tuple[int, int, str | None]:
+        """(last seq, bytes, problem) of a log, without following a link."""
+        problem = not_regular(log_path)
+        if problem is not None:
+            return 0, 0, f"events.jsonl {problem}"
         try:
-            tail = read_tail(log) if log.exists() else None
+            tail = read_tail(log_path)
         except CorruptionError:
-            tail = None
-        if tail is None:
-            return row
-        return dataclasses.replace(row, events=tail.seq, log_size=tail.size + tail.torn_bytes)
+            return 0, 0, None  # a damaged last line: `rar verify` reports it
+        except OSError as exc:
+            return 0, 0, f"events.jsonl {read_problem(exc)}"
+        if tail.seq < 0:
+            return 0, 0, "events.jsonl ends with an event of a negative seq"
+        return tail.seq, tail.size + tail.torn_bytes, None
+
+    def _incomplete(self, run_id: str, dir_mtime: int, events: int, why: str) -> RunRow:
+        match = _ID_TIME.match(run_id)
+        if match:
+            created = "{}-{}-{}T{}:{}:{}.000000Z".format(*match.groups())
+        else:
+            when = datetime.fromtimestamp(dir_mtime / 1e9, UTC)
+            created = when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        return RunRow(
+            run_id=run_id,
+            status=INCOMPLETE,
+            goal=None,
+            created_at=created,
+            finished_at=None,
+            events=events,
+            parent=None,
+            head=None,
+            dir_mtime_ns=0,
+            log_size=0,
+            problem=why,
+        )
 
     def index_run(self, run_id: str) -> None:
-        row = self.row_from_files(run_id)
-        if row is not None:
-            self._with_index(lambda index: index.upsert_runs([row]))
+        """Bring a run's row up to date. Never raises: called once the run's record is durable,
+        and the index, being derived, catches up on a later read if this fails."""
+        try:
+            row = self.row_from_files(run_id)
+            if row is not None and row.problem is None:
+                self.index.upsert_runs([row])
+        except Exception as exc:  # the record is the truth: a stale index is noted, not raised
+            log.warning("warning: run %s was recorded but not indexed (%s)", run_id, exc)
 
     def close(self) -> None:
         if self._index is not None:

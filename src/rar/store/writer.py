@@ -6,6 +6,11 @@ This is the store's ``append(event)`` protocol as the runtime sees it. Ordering 
 * ``append(event, sync=True)`` returns only once the event is on disk;
 * bookkeeping events (``sync=False``) are written at once (a crashed process loses none of them)
   and become durable with the next synced event or at close (group commit).
+
+Reopening a run (``create=False``, e.g. ``rar resume``) is the one place where a log's torn end
+is repaired (see :class:`~rar.store.log.EventLog`); the writer records what it did as a ``note``.
+Packs are never reopened: every writer session starts a new one, so a pack's torn tail is never
+cut (readers and ``rar verify`` pass over it).
 """
 
 from __future__ import annotations
@@ -16,17 +21,16 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
 from rar.errors import RunExistsError, StoreNotWritableError
 from rar.hashing import Canonical
 from rar.redaction import Redactor
+from rar.store._fs import fsync_dir
 from rar.store.blobs import PackRecord, PackWriter
 from rar.store.layout import EVENTS_NAME
 from rar.store.lock import RunLock
 from rar.store.log import EventLog
 from rar.store.manifest import Manifest, write_manifest
-from rar.store.payloads import Linker
+from rar.store.payloads import Linker, resolve
 from rar.store.store import Store, utc_now_iso
 
 # Payloads up to this many canonical bytes are kept in the event. Larger ones are blobs, so a
@@ -51,6 +55,8 @@ class RunWriter:
         store.ensure_writable()
         try:
             self.dir.mkdir(exist_ok=not create)
+            if create:
+                fsync_dir(store.root)  # the run's directory entry, durable before its events
         except FileExistsError:
             raise RunExistsError(run_id, self.dir) from None
         except OSError as exc:
@@ -69,6 +75,17 @@ class RunWriter:
         self.linker = Linker(self.put_blob, redactor)
         self.redactor = redactor
         self.closed = False
+        if self.log.repair is not None:
+            self._note_repair(self.log.repair)
+
+    def _note_repair(self, text: str) -> None:
+        """Record in the run's own log what reopening it repaired (see ``EventLog``)."""
+        try:
+            self.append({"type": "note", "level": "warning", "text": text}, sync=True)
+        except BaseException:
+            self.log.close()
+            self._lock.release()
+            raise
 
     # --- blobs -------------------------------------------------------------------------------
 
@@ -119,17 +136,13 @@ class RunWriter:
         """The reference of ``value`` and the value exactly as a reader of the record gets it.
 
         Canonical JSON changes some values (``2.0`` is written ``2``, tuples become lists); the
-        second item is what a replay will serve, so live code can be handed the same thing.
+        second item is what a replay will serve (:func:`~rar.store.payloads.resolve`), so live
+        code can be handed the same thing.
         """
-        from rar.store.payloads import CHAIN_KEY, unlink
-
         with self._mutex:
             linked = self.linker.link(value, redacted=redacted)
             ref = self.ref_for(linked)
-        recorded = orjson.loads(linked.data)
-        if f'"{CHAIN_KEY}"'.encode() in linked.data:
-            recorded = unlink(recorded, self.store.get_blob)
-        return ref, recorded
+        return ref, resolve({**ref, "value": linked}, self.store.get_blob)
 
     def plain_payload(self, value: Any) -> dict[str, Any]:
         """Like :meth:`payload`, with the inline value as plain JSON (for the manifest)."""

@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 import orjson
 
 from rar.errors import CorruptionError, RarError
+from rar.hashing import from_canonical
+from rar.store._fs import not_regular, read_regular
 from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
-from rar.store.lock import is_locked
 from rar.store.log import iter_lines, read_tail
 from rar.store.store import Store
 
@@ -35,13 +36,17 @@ class LogRead:
 
 
 def read_log(path: Path) -> LogRead:
-    """Every event of a log that parses; reading stops at the first malformed line."""
+    """Every event of a log that parses; reading stops at the first malformed line. A log that
+    is a symbolic link is not read (it could name a file outside the store)."""
+    problem = not_regular(path)
+    if problem is not None:
+        return LogRead([], [{"what": "log", "detail": f"{EVENTS_NAME} {problem}"}])
     if not path.is_file():
         return LogRead([])
     events: list[dict[str, Any]] = []
     for raw in iter_lines(path):
         try:
-            event = orjson.loads(raw.data)
+            event = from_canonical(raw.data)  # as rar.store.log.read_events reads it
         except orjson.JSONDecodeError as exc:
             return LogRead(events, [_line_problem(raw.number, f"not valid JSON ({exc})")])
         if not isinstance(event, dict) or "type" not in event or "seq" not in event:
@@ -101,20 +106,13 @@ class _Caches:
 def _verify(store: Store, run_id: str) -> dict[str, Any]:
     run_dir = store.run_dir(run_id)
     log = run_dir / EVENTS_NAME
-    try:
-        torn = read_tail(log).torn_bytes if log.exists() else 0
-    except CorruptionError:
-        torn = 0
-    if torn and not is_locked(run_dir):
-        return {
-            "ok": None,
-            "checked": False,
-            "problems": [],
-            "notes": [
-                f"the log ends with a torn line ({torn} bytes never acknowledged); "
-                f"`rar verify {run_id}` repairs it and checks the run"
-            ],
-        }
+    linked = [
+        {"what": "not-a-file", "detail": f"{path.name} {problem}", "path": str(path)}
+        for path in (log, run_dir / MANIFEST_NAME)
+        if (problem := not_regular(path)) is not None
+    ]
+    if linked:  # not verified: that would read through the link
+        return {"ok": False, "checked": False, "problems": linked, "notes": []}
     from rar.store.verify import verify_store
 
     report = verify_store(store, [run_id]).as_dict()
@@ -122,7 +120,7 @@ def _verify(store: Store, run_id: str) -> dict[str, Any]:
         "ok": report["ok"],
         "checked": True,
         "problems": report["problems"],
-        "notes": report["notes"],
+        "notes": report["notes"] + [w["detail"] for w in report.get("warnings", [])],
         "blobs": report["blobs"],
         "events": report["events"],
     }
@@ -167,7 +165,7 @@ class StoreReader:
 
         def load() -> dict[str, Any] | None:
             try:
-                data = orjson.loads(path.read_bytes())
+                data = orjson.loads(read_regular(path))
             except (OSError, orjson.JSONDecodeError):
                 return None
             return data if isinstance(data, dict) else None
@@ -177,8 +175,7 @@ class StoreReader:
     def verification(self, store: Store, run_id: str) -> dict[str, Any]:
         """``verify_store`` for one run, cached until its log or manifest changes.
 
-        A log with a torn last line is not verified here: ``verify`` would repair it (a write),
-        and the viewer never writes run files.
+        ``verify`` is read-only, so a damaged or torn log is verified and reported like any other.
         """
         run_dir = store.run_dir(run_id)
         key = _stat_key(run_dir / EVENTS_NAME, run_dir / MANIFEST_NAME)

@@ -2,7 +2,8 @@
 rely on (stable tags, identity when clean, idempotence).
 
 Every secret below is fake and assembled from pieces, so that no scanner mistakes this file for
-a leak.
+a leak. The whole corpus (51 formats × 4 encodings × 9 places, ~3,800 benign strings) is in
+``tests/test_redaction_corpus.py``; names, encodings and output paths have their own files.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from rar.errors import ConfigError
 from rar.redaction import (
     KINDS,
+    POLICY_VERSION,
     SENSITIVE_KEYS,
     Redactor,
     default_redactor,
@@ -32,18 +34,25 @@ from rar.redaction import (
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# --- fake credentials, one per kind -------------------------------------------------------------
+# --- fake credentials -----------------------------------------------------------------------------
 
 ANTHROPIC = "sk-ant-" + "api03-" + "Qx7Lm2" * 8
 OPENAI = "sk-" + "T3stKey" * 5
-OPENAI_PROJ = "sk-proj-" + "Pr0j_K3y-" * 4
-OPENAI_SVC = "sk-svcacct-" + "Svc4cct" * 4
+OPENAI_PROJ = "sk-proj-" + "Pr0j_K3y-" * 5
+OPENAI_SVC = "sk-svcacct-" + "Svc4cct" * 5
 GOOGLE = "AIza" + "Sy" + "B1c2D3e4F5" * 3 + "g6H"  # AIza + 35
-GOOGLE_PARAM_VALUE = "k3yV4lue99"
 AWS_ID = "AKIA" + "Z7Q2" * 4
 AWS_SECRET = "wJalr" + "Xq9/Lm+T" * 4 + "k2Z"  # 40 chars
 GITHUB = "ghp_" + "a1B2c3" * 6
 GITHUB_PAT = "github_pat_" + "11AB_cd34" * 3
+GITLAB = "glpat-" + "x9Y8z7W6v5" * 2
+SLACK = "xoxb-" + "1234567890" + "12-" + "9876543210" + "987-" + "aB3dE5gH7jK9" * 2
+STRIPE = "sk_" + "live_" + "51Hx" * 20
+HUGGINGFACE = "hf_" + "AbCdEfGhIj" * 3 + "KlMn"
+GROQ = "gsk_" + "Gq4Rt6Yu8I" * 5 + "P0"
+REPLICATE = "r8_" + "Rp3Lc4Tq5Z" * 3 + "W6x7Y8z"
+NPM = "npm_" + "Np9Mq8Lr7K" * 3 + "s6T5u4"
+AZURE_KEY = "Zx9" + "Yw8+Vu7/Ts6=" * 7 + "Rq5Po4Nm3Lk2J=="  # 88 characters of base64
 BEARER_TOKEN = "tok.3n-v4lue_99"
 BASIC_TOKEN = base64.b64encode(b"alice:s3cret").decode()
 JWT = "eyJhbGciOiJIUzI1NiJ9" + "." + "eyJzdWIiOiIxMjMifQ" + "." + "sig_Abc-123"
@@ -52,7 +61,8 @@ PEM = (
     + "b3BlbnNzaC1rZXktdjEAAAAA\nQyNTUxOQAAACB0ZXN0\n"
     + "-----END OPENSSH PRIVATE KEY-----"
 )
-ENV_VALUE = "v3ry-s3cret-" + "value"
+PASSWORD = "Tr0ub4dor-" + "x9!"
+ENV_VALUE = "v3ry-S3cret-" + "value-42"
 EXTRA = "my-" + "extra-secret-42"
 
 
@@ -73,27 +83,50 @@ KIND_CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("openai-svcacct", {}, f"({OPENAI_SVC})", f"({marker('openai', OPENAI_SVC)})"),
     ("google", {}, f"use {GOOGLE}.", f"use {marker('google', GOOGLE)}."),
     (
-        "google_key_param",
+        "key-param",
         {},
-        f"GET https://maps.example.com/geo?address=x&key={GOOGLE_PARAM_VALUE}&z=1",
-        "GET https://maps.example.com/geo?address=x"
-        f"&key={marker('google_key_param', GOOGLE_PARAM_VALUE)}&z=1",
+        "GET https://maps.example.com/geo?address=x&key=k3yV4lue99Zq7Wx5&z=1",
+        f"GET https://maps.example.com/geo?address=x&key={marker('key', 'k3yV4lue99Zq7Wx5')}&z=1",
     ),
     ("aws", {}, f"id {AWS_ID}\n", f"id {marker('aws', AWS_ID)}\n"),
     (
-        "aws_secret-ini",
+        "aws-secret-ini",
         {},
         f"aws_secret_access_key = {AWS_SECRET}\n",
-        f"aws_secret_access_key = {marker('aws_secret', AWS_SECRET)}\n",
+        f"aws_secret_access_key = {marker('aws_secret_access_key', AWS_SECRET)}\n",
     ),
     (
-        "aws_secret-json-text",
+        "aws-secret-json-text",
         {},
         f'{{"AWS_SECRET_ACCESS_KEY": "{AWS_SECRET}"}}',
-        f'{{"AWS_SECRET_ACCESS_KEY": "{marker("aws_secret", AWS_SECRET)}"}}',
+        f'{{"AWS_SECRET_ACCESS_KEY": "{marker("aws_secret_access_key", AWS_SECRET)}"}}',
     ),
     ("github", {}, f"token {GITHUB}", f"token {marker('github', GITHUB)}"),
-    ("github_pat", {}, f"token {GITHUB_PAT}", f"token {marker('github', GITHUB_PAT)}"),
+    ("github-pat", {}, f"token {GITHUB_PAT}", f"token {marker('github', GITHUB_PAT)}"),
+    ("gitlab", {}, f"PRIVATE-TOKEN {GITLAB}", f"PRIVATE-TOKEN {marker('gitlab', GITLAB)}"),
+    ("slack", {}, f"SLACK={SLACK}", f"SLACK={marker('slack', SLACK)}"),
+    (
+        "stripe",
+        {},
+        f"stripe.api_key = '{STRIPE}'",
+        f"stripe.api_key = '{marker('stripe', STRIPE)}'",
+    ),
+    ("huggingface", {}, f"login({HUGGINGFACE})", f"login({marker('huggingface', HUGGINGFACE)})"),
+    ("groq", {}, f"GROQ: {GROQ}", f"GROQ: {marker('groq', GROQ)}"),
+    ("replicate", {}, f"r = {REPLICATE};", f"r = {marker('replicate', REPLICATE)};"),
+    (
+        "npm",
+        {},
+        f"//registry.npmjs.org/:_authToken={NPM}",
+        f"//registry.npmjs.org/:_authToken={marker('npm', NPM)}",
+    ),
+    (
+        "azure-account-key",
+        {},
+        f"AccountName=acme;AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net",
+        f"AccountName=acme;AccountKey={marker('accountkey', AZURE_KEY)};"
+        "EndpointSuffix=core.windows.net",
+    ),
     (
         "bearer",
         {},
@@ -119,6 +152,12 @@ KIND_CASES: list[tuple[str, dict[str, Any], str, str]] = [
         {},
         "git clone https://ghtoken123@github.com/org/repo.git",
         f"git clone https://{marker('userinfo', 'ghtoken123')}@github.com/org/repo.git",
+    ),
+    (
+        "password",
+        {},
+        f"export DB_PASSWORD={PASSWORD}",
+        f"export DB_PASSWORD={marker('db_password', PASSWORD)}",
     ),
     (
         "env",
@@ -152,7 +191,10 @@ NOT_SECRETS: list[str] = [
     "ask-me-anything",
     "sk-1",
     "sk-short-key",
+    "sk-three-bounce-animation-wrapper",
+    "?key=reports/2024/annual-summary.pdf",
     "gpt-4o-mini",
+    "claude-sonnet-4-5",
     "claude-3-5-sonnet-20241022",
     "/srv/app/src/billing/models.py",
     "C:\\Users\\me\\key_file.txt",
@@ -161,9 +203,17 @@ NOT_SECRETS: list[str] = [
     "user@example.com",
     "mail alice@example.com, not https://example.com/@alice",
     "ssh://git@github.com/org/repo.git",
+    "https://alice@example.com/profile",
     "https://example.com/search?q=key&key=short",
     "max_tokens tool_use input_schema",
+    "TOKENIZER_NAME=bert-base-uncased",
     'JSON: {"a": 1, "b": [true, null]}',
+    '{"token": "Hello", "logprob": -0.31}',
+    "password: must be at least 12 characters long",
+    'password = os.environ["DB_PASSWORD"]',
+    "api_key = env:OPENAI_API_KEY",
+    "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(60))).decode(),
+    base64.b64encode(b"a plain sentence, nothing secret in it").decode(),
     "[REDACTED:openai:0123abcd]",
 ]
 
@@ -194,16 +244,17 @@ def test_each_kind_is_redacted_inside_nested_json(
     assert out["untouched"] is value["untouched"], "unchanged subtrees are shared, not copied"
 
 
-def test_every_kind_has_a_case() -> None:
-    covered = {case[0].split("-")[0] for case in KIND_CASES} | {"github"}
-    assert set(KINDS) <= covered
+def test_kinds_are_marker_safe_and_listed_once() -> None:
+    assert len(set(KINDS)) == len(KINDS)
+    assert all(kind.replace("_", "").isalnum() and kind == kind.lower() for kind in KINDS)
+    assert {"anthropic", "openai", "aws", "github", "slack", "stripe", "jwt", "env"} <= set(KINDS)
 
 
 def test_anthropic_key_is_checked_before_openai(r: Redactor) -> None:
     assert r.redact_text(ANTHROPIC) == marker("anthropic", ANTHROPIC)
 
 
-def test_secret_inside_a_word_boundary_is_still_found_next_to_punctuation(r: Redactor) -> None:
+def test_secret_next_to_punctuation_is_still_found(r: Redactor) -> None:
     text = f"[{OPENAI}],{GITHUB};{AWS_ID}"
     assert r.redact_text(text) == (
         f"[{marker('openai', OPENAI)}],{marker('github', GITHUB)};{marker('aws', AWS_ID)}"
@@ -213,6 +264,17 @@ def test_secret_inside_a_word_boundary_is_still_found_next_to_punctuation(r: Red
 def test_two_secrets_side_by_side_are_both_redacted(r: Redactor) -> None:
     # AKIA… followed directly by another key only matches once its neighbour became a marker.
     assert r.redact_text(AWS_ID + GOOGLE) == marker("aws", AWS_ID) + marker("google", GOOGLE)
+
+
+def test_a_key_repeated_into_a_long_run_is_redacted_whole(r: Redactor) -> None:
+    # Past 1,024 characters a run of binary base64 (an image) is skipped: not a run of keys.
+    text = OPENAI_PROJ.rstrip("-") * 40
+    assert r.redact_text(text) == marker("openai", text)
+
+
+def test_a_pem_header_without_a_key_is_left_alone(r: Redactor) -> None:
+    text = '_SK_START = b"-----BEGIN OPENSSH PRIVATE KEY-----"'
+    assert r.redact_text(text) is text
 
 
 def test_truncated_pem_block_is_redacted_to_its_end(r: Redactor) -> None:
@@ -227,7 +289,24 @@ def test_pem_public_key_is_left_alone(r: Redactor) -> None:
 
 def test_aws_secret_access_key_names_in_camel_case(r: Redactor) -> None:
     text = f'{{"SecretAccessKey": "{AWS_SECRET}"}}'
-    assert r.redact_text(text) == f'{{"SecretAccessKey": "{marker("aws_secret", AWS_SECRET)}"}}'
+    expected = f'{{"SecretAccessKey": "{marker("secretaccesskey", AWS_SECRET)}"}}'
+    assert r.redact_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    "key", ["AKIAIOSFODNN7EXAMPLE", "AKIAI44QH8DHBEXAMPLE", "ASIAIOSFODNN7EXAMPLE"]
+)
+def test_aws_documentation_example_keys_are_not_secrets(r: Redactor, key: str) -> None:
+    # Published by AWS in its documentation; they grant nothing (see docs/hashing.md).
+    assert r.redact_text(f"aws_access_key_id = {key}") == f"aws_access_key_id = {key}"
+
+
+def test_webhook_urls_keep_their_host(r: Redactor) -> None:
+    path = "T0ABCDEFG/B0HIJKLMN/" + "Wh00kS3cr3t" * 2
+    text = f"post to https://hooks.slack.com/services/{path}"
+    assert r.redact_text(text) == (
+        f"post to https://hooks.slack.com/services/{marker('slack_webhook', path)}"
+    )
 
 
 # --- sensitive keys -------------------------------------------------------------------------------
@@ -252,6 +331,11 @@ def test_aws_secret_access_key_names_in_camel_case(r: Redactor) -> None:
         ("id_token", "id_token"),
         ("Cookie", "cookie"),
         ("private_key", "private_key"),
+        ("db_password", "db_password"),
+        ("github_token", "github_token"),
+        ("X-Vault-Token", "x_vault_token"),
+        ("Ocp-Apim-Subscription-Key", "ocp_apim_subscription_key"),
+        ("smtp.password", "smtp_password"),
     ],
 )
 def test_header_keys_with_any_casing_are_redacted(r: Redactor, key: str, kind: str) -> None:
@@ -291,13 +375,18 @@ def test_list_of_strings_under_sensitive_key_is_redacted_item_by_item(r: Redacto
     assert out == {"Set-Cookie": [marker("set_cookie", "a=1; Path=/"), marker("set_cookie", "b=2")]}
 
 
-def test_sensitive_key_leaves_markers_empty_strings_and_non_strings(r: Redactor) -> None:
+def test_sensitive_key_leaves_markers_references_placeholders_and_non_strings(
+    r: Redactor,
+) -> None:
     value = {
         "password": "",
         "secret": marker("secret", "x"),
         "api_key": 12345678,
         "access_token": None,
         "Authorization": f"Bearer {marker('authorization', 'abc')}",
+        "x-api-key": "env:OPENAI_API_KEY",
+        "client_secret": "${CLIENT_SECRET}",
+        "db_password": "********",
     }
     assert r.redact(value) is value
 
@@ -326,7 +415,8 @@ def test_sensitive_keys_are_normalized_without_separators() -> None:
 
 @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
 def test_bearer_scheme_word_is_kept(r: Redactor, scheme: str) -> None:
-    assert r.redact_text(f"{scheme} {BEARER_TOKEN}") == f"{scheme} {marker('bearer', BEARER_TOKEN)}"
+    token = "Zq9x" + BEARER_TOKEN
+    assert r.redact_text(f"{scheme} {token}") == f"{scheme} {marker('bearer', token)}"
 
 
 def test_bearer_token_of_mixed_case_letters_only_is_redacted(r: Redactor) -> None:
@@ -336,19 +426,20 @@ def test_bearer_token_of_mixed_case_letters_only_is_redacted(r: Redactor) -> Non
 
 @pytest.mark.parametrize("scheme", ["Basic", "basic"])
 def test_basic_scheme_word_is_kept(r: Redactor, scheme: str) -> None:
-    assert r.redact_text(f"{scheme} {BASIC_TOKEN}") == f"{scheme} {marker('basic', BASIC_TOKEN)}"
+    text = f"Authorization: {scheme} {BASIC_TOKEN}"
+    assert r.redact_text(text) == f"Authorization: {scheme} {marker('basic', BASIC_TOKEN)}"
 
 
 def test_basic_credential_without_digits_is_redacted(r: Redactor) -> None:
     token = base64.b64encode(b"user:pass").decode()  # dXNlcjpwYXNz: letters only
-    assert r.redact_text(f"Basic {token}") == f"Basic {marker('basic', token)}"
+    assert r.redact_text(f"Authorization: Basic {token}") == (
+        f"Authorization: Basic {marker('basic', token)}"
+    )
 
 
 def test_url_key_parameter_replaces_only_the_value(r: Redactor) -> None:
     url = f"https://generativelanguage.example.com/v1/models?key={GOOGLE}"
-    expected = "https://generativelanguage.example.com/v1/models?key=" + marker(
-        "google_key_param", GOOGLE
-    )
+    expected = "https://generativelanguage.example.com/v1/models?key=" + marker("google", GOOGLE)
     assert r.redact_text(url) == expected
 
 
@@ -359,6 +450,17 @@ def test_url_userinfo_with_password_is_redacted_for_any_scheme(r: Redactor) -> N
 
 def test_url_userinfo_without_password_is_kept_for_non_http_schemes(r: Redactor) -> None:
     assert r.redact_text("ssh://git@github.com/x.git") == "ssh://git@github.com/x.git"
+
+
+def test_url_userinfo_with_a_placeholder_password_is_kept(r: Redactor) -> None:
+    for url in ("postgres://user:password@localhost/db", "postgres://u:${DB_PASSWORD}@db/app"):
+        assert r.redact_text(url) == url
+
+
+def test_curl_user_option_is_redacted(r: Redactor) -> None:
+    text = "curl -u deploy:Hx7!kq2z https://ci.example.com/api"
+    expected = f"curl -u {marker('userinfo', 'deploy:Hx7!kq2z')} https://ci.example.com/api"
+    assert r.redact_text(text) == expected
 
 
 def test_email_address_is_not_userinfo(r: Redactor) -> None:
@@ -480,6 +582,13 @@ def test_literal_secret_that_looks_like_marker_text_does_not_nest() -> None:
     assert red.redact_text(once) is once
 
 
+def test_overlapping_credentials_merge_into_one_marker(r: Redactor) -> None:
+    # The name rule takes the whole value, the vendor rule the key inside it: nothing between.
+    text = f"api_key={OPENAI}-and-more"
+    out = r.redact_text(text)
+    assert OPENAI not in out and out.startswith("api_key=[REDACTED:")
+
+
 # --- tags -----------------------------------------------------------------------------------------
 
 
@@ -504,7 +613,7 @@ def test_tags_are_stable_across_processes() -> None:
         "text = sys.stdin.read(); "
         "print(json.dumps([secret_tag(text), Redactor().redact_text(text)]))"
     )
-    text = f"{OPENAI} and {JWT}"
+    text = f"{OPENAI} and {JWT} and {SLACK} and {base64.b64encode(GITHUB.encode()).decode()}"
     results = []
     for seed in ("1", "987654"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(SRC)}
@@ -525,48 +634,10 @@ def test_tags_are_stable_across_processes() -> None:
 # --- literal secrets ------------------------------------------------------------------------------
 
 
-def test_env_secrets_are_taken_from_secret_looking_names() -> None:
-    env = {
-        "OPENAI_API_KEY": "value-of-api-key",
-        "GH_TOKEN": "value-of-gh-token",
-        "DB_PASSWORD": "value-of-password",
-        "LDAP_PASSWD": "value-of-passwd",
-        "SOME_SECRET": "value-of-secret",
-        "GOOGLE_CREDENTIALS": "value-of-credential",
-        "proxy_auth": "value-of-auth",
-        "HOME": "/home/alice-the-user",
-        "SHORT_TOKEN": "short",
-    }
-    red = Redactor(env=env)
-    for name, value in env.items():
-        text = f"<{value}>"
-        out = red.redact_text(text)
-        if name in ("HOME", "SHORT_TOKEN"):
-            assert out == text, name
-        else:
-            assert out == f"<{marker('env', value)}>", name
-
-
-def test_env_names_with_author_or_auth_sock_are_not_secrets() -> None:
-    env = {
-        "GIT_AUTHOR_NAME": "Alice Example",
-        "XAUTHORITY": "/home/alice/.Xauthority",
-        "SSH_AUTH_SOCK": "/tmp/ssh-agent.1234",
-    }
-    red = Redactor(env=env)
-    for value in env.values():
-        assert red.redact_text(value) is value
-
-
-def test_no_env_means_no_env_secrets() -> None:
-    assert Redactor().literal_secret_count == 0
-    assert Redactor(env=None).redact_text("value-of-api-key") == "value-of-api-key"
-
-
 def test_longer_literal_secret_wins_over_one_it_contains() -> None:
-    red = Redactor(env={"A_TOKEN": "abcdefgh", "B_TOKEN": "abcdefgh-and-more"})
-    assert red.redact_text("[abcdefgh-and-more]") == f"[{marker('env', 'abcdefgh-and-more')}]"
-    assert red.redact_text("[abcdefgh]") == f"[{marker('env', 'abcdefgh')}]"
+    red = Redactor(env={"A_TOKEN": "abcd1234", "B_TOKEN": "abcd1234-and-more"})
+    assert red.redact_text("[abcd1234-and-more]") == f"[{marker('env', 'abcd1234-and-more')}]"
+    assert red.redact_text("[abcd1234]") == f"[{marker('env', 'abcd1234')}]"
 
 
 def test_literal_secret_is_replaced_before_patterns_split_it() -> None:
@@ -597,13 +668,17 @@ def test_literal_secrets_are_found_in_long_text() -> None:
     assert red.redact_text(text) == "lorem ipsum " * 300 + marker("env", ENV_VALUE) + " dolor" * 300
 
 
-def test_default_redactor_reads_os_environ_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_redactor_is_rebuilt_when_the_environment_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     default_redactor.cache_clear()
     try:
-        monkeypatch.setenv("RAR_TEST_API_TOKEN", ENV_VALUE)
         red = default_redactor()
-        assert default_redactor() is red
-        assert red.redact_text(ENV_VALUE) == marker("env", ENV_VALUE)
+        assert default_redactor() is red, "the same environment gives the same redactor"
+        monkeypatch.setenv("RAR_TEST_API_TOKEN", ENV_VALUE)
+        again = default_redactor()
+        assert again is not red
+        assert again.redact_text(ENV_VALUE) == marker("env", ENV_VALUE)
     finally:
         default_redactor.cache_clear()
 
@@ -616,24 +691,27 @@ def test_redaction_policy_is_json_and_holds_no_secret() -> None:
     assert EXTRA not in text
     assert secret_tag(ENV_VALUE) not in text
     assert policy["literal_secrets"] == 2
+    assert policy["version"] == POLICY_VERSION
     assert set(KINDS) <= set(policy["kinds"])
 
 
 # --- properties -----------------------------------------------------------------------------------
 
-# Every pattern needs one of these characters (its regex alternatives start with them), so text
-# without them cannot hold a pattern credential.
-ANCHOR_CHARS = "BbkA?&_J:"
+# Text without these can trigger nothing: no run of 16 token characters (the alphabet below has
+# no digits, and no letter repeats 16 times in a row without a break), no "%", no "://…@", and
+# none of the words that introduce short credentials ("pass", "pwd", "auth": no p, w, u).
 SAFE_TEXT = st.text(
-    alphabet=st.characters(exclude_characters=ANCHOR_CHARS, exclude_categories=["Cs"]),
+    alphabet=st.characters(
+        exclude_characters="%@pPwWuU0123456789", exclude_categories=["Cs"], max_codepoint=0x2FF
+    ),
     max_size=300,
-)
+).map(lambda text: "".join(ch if i % 12 else " " for i, ch in enumerate(text)))
 SEPARATORS = st.sampled_from([" ", "\n", "\t", '"', "'", "(", ")", ",", ";", "<", ">", "|"])
 
 
 @settings(deadline=None)
 @given(text=SAFE_TEXT)
-def test_property_text_without_anchor_characters_is_unchanged(text: str) -> None:
+def test_property_text_without_triggers_is_unchanged(text: str) -> None:
     assert Redactor().redact_text(text) is text
 
 
@@ -649,22 +727,23 @@ def test_property_prose_made_of_non_secrets_is_unchanged(words: list[str], seps:
     assert Redactor().redact_text(text) is text
 
 
+KEY_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
 @settings(deadline=None)
 @given(
     before=st.text(max_size=80),
     sep_before=SEPARATORS,
     prefix=st.sampled_from(["sk-", "sk-proj-", "sk-svcacct-"]),
-    body=st.text(
-        alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-",
-        min_size=20,
-        max_size=80,
-    ),
+    # A generated key: its first 16 characters are letters and digits with both in them.
+    head=st.text(alphabet=KEY_ALPHABET, min_size=14, max_size=14),
+    body=st.text(alphabet=KEY_ALPHABET + "_-", min_size=20, max_size=80),
     after=st.text(max_size=80),
 )
 def test_property_openai_key_in_random_text_never_survives(
-    before: str, sep_before: str, prefix: str, body: str, after: str
+    before: str, sep_before: str, prefix: str, head: str, body: str, after: str
 ) -> None:
-    key = prefix + body
+    key = prefix + "a7" + head + body
     out = Redactor().redact(nested(before + sep_before + key + after))
     assert key not in out["outer"][0]["inner"]
 
@@ -679,7 +758,9 @@ FRAGMENTS = [
     f"Bearer {BEARER_TOKEN}",
     f"Basic {BASIC_TOKEN}",
     "https://u:p4ss@h",
-    f"?key={GOOGLE_PARAM_VALUE}",
+    "password=",
+    "%2F",
+    base64.b64encode(GITHUB.encode()).decode(),
     ENV_VALUE,
     "plain words",
     "sk-1",

@@ -33,6 +33,10 @@ Every exception RAR raises on purpose derives from :class:`RarError`::
 Every error carries structured attributes (``run_id``, ``seq``, ``path``, ...) next to a
 message that says what happened, why, and what to do next. The CLI prints the message and
 exits with :attr:`RarError.exit_code`.
+
+Messages and string attributes pass :func:`rar.redaction.redact_output` when the error is made:
+a provider's error body, a tool's output or an exception quoted in a message may hold a
+credential, and what RAR raises is redacted as what it records.
 """
 
 from __future__ import annotations
@@ -41,12 +45,24 @@ from pathlib import Path
 from typing import Any
 
 
+def _redacted(text: Any) -> Any:
+    """``text`` through the output redactor (rar.redaction sits beside this module and imports
+    it only to raise ConfigError, so the import is made on first use)."""
+    if not isinstance(text, str):
+        return text
+    from rar.redaction import redact_output
+
+    return redact_output(text)
+
+
 class RarError(Exception):
     """Root of every error RAR raises on purpose."""
 
     exit_code: int = 3
 
     def __init__(self, message: str, **details: Any) -> None:
+        message = _redacted(message)
+        details = {key: _redacted(value) for key, value in details.items()}
         super().__init__(message)
         self.message = message
         self.details = details

@@ -29,6 +29,7 @@ from rar.errors import (
     StreamInterruptedError,
 )
 from rar.llm.types import Request
+from rar.redaction import redact_output
 
 DEFAULT_TIMEOUT = httpx2.Timeout(60.0, connect=10.0)
 #: The most one Server-Sent Event may hold: 1 MiB, httpx2's own limit.
@@ -71,7 +72,12 @@ def should_retry(headers: Mapping[str, str]) -> bool | None:
 
 
 def error_message(body: bytes | str) -> str:
-    """The provider's own error message from an error body, whatever its shape."""
+    """The provider's own error message from an error body, whatever its shape, redacted
+    (:func:`rar.redaction.redact_output`): providers echo keys and request text in errors."""
+    return redact_output(_error_message(body))
+
+
+def _error_message(body: bytes | str) -> str:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         data: Any = orjson.loads(text)

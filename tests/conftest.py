@@ -4,9 +4,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from rar.redaction import Redactor
 from rar.store.store import Store
+
+# `pytest --hypothesis-profile=long tests/test_fuzz_*.py`: the fuzz tests run far more examples
+# (each test's own budget keeps the default run under ~10 s); no deadline, slow data allowed.
+settings.register_profile(
+    "long",
+    max_examples=20_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.fixture

@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 from rar.errors import CanonicalizationError
 from rar.hashing import (
+    MAX_DEPTH,
     MAX_SAFE_INTEGER,
     Canonical,
     canonical,
     canonical_reference,
     digest_value,
     es_number,
+    from_canonical,
     is_digest,
 )
 
@@ -110,6 +112,24 @@ def test_integers_beyond_2_to_53_are_rejected_not_rounded() -> None:
 
 def test_a_float_and_the_equal_integer_hash_the_same() -> None:
     assert digest_value({"t": 1.0}) == digest_value({"t": 1})
+
+
+def test_a_float_of_2_to_53_or_more_is_written_with_integer_digits_and_read_back_a_float() -> None:
+    data = canonical({"big": 2.0**60})
+    assert data == b'{"big":1152921504606847000}'  # ECMAScript's digits, as the reference writes
+    assert data == rfc8785.dumps({"big": 2.0**60})
+    back = from_canonical(data)
+    assert back == {"big": 2.0**60} and type(back["big"]) is float
+    assert canonical(back) == data
+
+
+def test_values_nested_deeper_than_the_maximum_depth_are_rejected_naming_it() -> None:
+    deep: object = 0
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    assert canonical(deep) == rfc8785.dumps(deep)
+    with pytest.raises(CanonicalizationError, match=f"level {MAX_DEPTH + 1} starts here"):
+        canonical({"x": deep})
 
 
 @pytest.mark.parametrize("bad", [b"bytes", {1, 2}, object(), {1: "int key"}])

@@ -11,6 +11,7 @@ import re
 import resource
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -612,3 +613,139 @@ def test_cli_bad_input_and_unsafe_local(tmp_path: Path, monkeypatch: pytest.Monk
     assert out.exit_code == 3 and "apt-get install bubblewrap" in out.output
     out = CliRunner().invoke(sandbox_group, ["run", str(script), "--unsafe-local", "--json"])
     assert out.exit_code == 0 and json.loads(out.output)["unsafe"] is True
+
+
+# --- nothing left in the workspace runs with elevated rights -------------------------------------
+
+
+def _unsafe_modes(root: Path) -> dict[str, str]:
+    """Entries of ``root`` (and ``root`` itself) with setuid, setgid, sticky or o+w bits."""
+    from rar.sandbox.workspace import UNSAFE_BITS
+
+    found = {}
+    for path in [root, *root.rglob("*")]:
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISLNK(mode) and mode & UNSAFE_BITS:
+            found[str(path.relative_to(root))] = oct(stat.S_IMODE(mode))
+    return found
+
+
+@needs_bwrap
+def test_setuid_and_setgid_files_are_refused_and_their_bits_cleared(box: Sandbox) -> None:
+    result = box.run_cell(
+        "import os, shutil\n"
+        "for name, mode in [('suid', 0o4755), ('sgid', 0o2755), ('both', 0o6755)]:\n"
+        "    shutil.copy('/bin/true', name)\n"
+        "    os.chmod(name, mode)\n"
+        "os.link('suid', 'suid-link')\n"
+        "open('sticky', 'w').write('s')\nos.chmod('sticky', 0o1644)\n"
+        "open('open', 'w').write('o')\nos.chmod('open', 0o666)\n"
+        "os.mkdir('shared')\nos.chmod('shared', 0o3777)\n"
+        "os.chmod('/work', 0o7777)\n"
+        "modes = {n: oct(os.stat(n).st_mode & 0o7777) for n in ['suid', 'sgid', 'both', 'shared']}"
+    )
+    assert result.ok, result.error
+    # inside, the chmods worked: the sandbox's user owns these files
+    assert result.variables["modes"] == {
+        "suid": "0o4755", "sgid": "0o2755", "both": "0o6755", "shared": "0o3777"
+    }  # fmt: skip
+    refused = {item.path: item.kind for item in result.refused}
+    assert refused == {"suid": "setuid", "sgid": "setgid", "both": "setuid", "suid-link": "setuid"}
+    assert all("bits were cleared" in item.reason for item in result.refused)
+    assert sorted(art.path for art in result.artifacts) == ["open", "sticky"]
+    assert _unsafe_modes(box.workspace) == {}
+    assert stat.S_IMODE(os.lstat(box.workspace / "suid").st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(box.workspace / "shared").st_mode) == 0o775
+    again = box.run_cell("pass")
+    assert again.ok and again.refused == () and again.artifacts == ()  # said once
+
+
+@needs_bwrap
+def test_a_file_made_setuid_between_cells_is_cleared_before_the_next_cell(box: Sandbox) -> None:
+    first = box.run_cell(
+        "import subprocess\nopen('late', 'w').write('x')\n"
+        "subprocess.Popen(['sh', '-c', 'sleep 0.3; chmod 4755 late'])"
+    )
+    assert first.ok and [art.path for art in first.artifacts] == ["late"]
+    deadline = time.monotonic() + 5
+    while not os.lstat(box.workspace / "late").st_mode & stat.S_ISUID:
+        assert time.monotonic() < deadline, "the background chmod never happened"
+        time.sleep(0.05)
+    assert box.run_cell("pass").ok
+    assert _unsafe_modes(box.workspace) == {}
+
+
+@needs_bwrap
+def test_a_file_made_setuid_after_the_last_cell_is_cleared_when_the_sandbox_closes(
+    make_box: object,
+) -> None:
+    box: Sandbox = make_box()  # type: ignore[operator]
+    assert box.run_cell(
+        "import subprocess\nopen('late', 'w').write('x')\n"
+        "subprocess.Popen(['sh', '-c', 'sleep 0.3; chmod 4755 late'])"
+    ).ok
+    deadline = time.monotonic() + 5
+    while not os.lstat(box.workspace / "late").st_mode & stat.S_ISUID:
+        assert time.monotonic() < deadline, "the background chmod never happened"
+        time.sleep(0.05)
+    box.close()
+    assert _unsafe_modes(box.workspace) == {}
+
+
+def test_collecting_clears_unsafe_bits_without_following_links(tmp_path: Path) -> None:
+    from rar.sandbox import workspace as ws
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    before = ws.scan(root)
+    host = tmp_path / "host-tool"  # outside the workspace: a link to it must not be chmodded
+    host.write_bytes(b"#!/bin/sh\n")
+    host.chmod(0o4755)
+    (root / "tool").write_bytes(b"#!/bin/sh\n")
+    (root / "tool").chmod(0o6755)
+    os.symlink(host, root / "to-host")
+    (root / "notes.txt").write_text("n")
+    (root / "notes.txt").chmod(0o666)
+    artifacts, refused, _after = ws.collect(root, before)
+    assert [(r.path, r.kind) for r in refused] == [("to-host", "symlink"), ("tool", "setuid")]
+    assert [a.path for a in artifacts] == ["notes.txt"]
+    assert stat.S_IMODE(os.lstat(root / "tool").st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(root / "notes.txt").st_mode) == 0o664
+    assert stat.S_IMODE(os.lstat(host).st_mode) == 0o4755  # the link was not followed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file of another user")
+def test_a_hard_link_to_a_host_file_of_another_user_keeps_its_mode_and_is_refused(
+    tmp_path: Path,
+) -> None:
+    from rar.sandbox import workspace as ws
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    os.chown(root, 65534, 65534)  # as after hand_over
+    host = tmp_path / "host-tool"
+    host.write_bytes(b"#!/bin/sh\n")
+    os.chown(host, 1234, 1234)
+    host.chmod(0o4755)
+    before = ws.scan(root)
+    os.link(host, root / "tool")
+    artifacts, refused, _after = ws.collect(root, before)
+    assert artifacts == [] and [(r.path, r.kind) for r in refused] == [("tool", "setuid")]
+    assert "left alone" in refused[0].reason
+    assert stat.S_IMODE(os.lstat(host).st_mode) == 0o4755  # the host's file is not changed
+    assert ws.collect(root, _after)[1] == []  # refused once, not after every cell
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_rar_sandbox_run_prints_no_credential(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from rar.cli import cli
+
+    key = "sk-proj-" + "Zq8" * 16
+    cell = tmp_path / "leak.py"
+    cell.write_text(f"token = {key!r}\nprint(token)\nraise ValueError(token)\n")
+    for extra in ([], ["--json"]):
+        outcome = CliRunner().invoke(cli, ["sandbox", "run", str(cell), *extra])
+        assert outcome.exit_code == 1, outcome.output
+        assert key not in outcome.output and "[REDACTED:" in outcome.output

@@ -418,7 +418,7 @@ def test_store_not_modified_by_requests(world: dict[str, Any]) -> None:
     assert _tree_digest(world["root"]) == world["before"]
 
 
-def test_torn_log_not_repaired(tmp_path: Path) -> None:
+def test_a_torn_log_is_verified_reported_and_left_as_it_is(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     store = Store(root, create=True)
     run_id = run_demo(store).id
@@ -429,7 +429,9 @@ def test_torn_log_not_repaired(tmp_path: Path) -> None:
     before = _tree_digest(root)
     with ViewerServer(root) as server, httpx2.Client(base_url=server.base_url) as client:
         body = client.get(f"/api/runs/{run_id}").json()
-    assert body["verify"]["checked"] is False and body["summary"]["torn_bytes"] > 0
+    assert body["verify"]["checked"] is True and body["summary"]["torn_bytes"] > 0
+    assert body["verify"]["ok"] is False  # a torn line after run.finished is a problem
+    assert any("torn" in p["what"] or "torn" in p["detail"] for p in body["verify"]["problems"])
     assert _tree_digest(root) == before
 
 
@@ -507,3 +509,19 @@ def test_page_shell_loads_every_viewer_file_in_order() -> None:
     assert re.findall(r'<link rel="stylesheet" href="/static/([^"]+)">', shell) == list(STYLES)
     for name in (*SCRIPTS, *STYLES):
         assert (STATIC_DIR / name).is_file(), name
+
+
+def test_an_offset_beyond_any_page_is_a_400_naming_the_range_not_a_500(
+    world: dict[str, Any],
+) -> None:
+    run_id = world["ids"]["big"]
+    for offset in (10**30, 2**64, 2**53, -(10**30)):
+        answer = _get(world, f"/api/runs/{run_id}/events", offset=offset)
+        assert answer.status_code == 400, (offset, answer.text)
+        message = answer.json()["message"]
+        assert message.startswith("offset ") and "from 0 to 9007199254740991" in message
+    last = _get(world, f"/api/runs/{run_id}/events", offset=2**53 - 1).json()
+    assert last["offset"] == 2**53 - 1 and last["events"] == [] and last["next_offset"] is None
+    for seq in (10**30, 0, "١"):
+        answer = _get(world, "/api/payload", run=run_id, seq=seq, field="request")
+        assert answer.status_code == 400 and "seq" in answer.json()["message"]

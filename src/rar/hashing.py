@@ -23,7 +23,14 @@ The rules, all tested:
   (I-JSON, RFC 7493). Larger integers are rejected with :class:`CanonicalizationError` rather
   than silently rounded: pass them as strings;
 * ``-0.0`` is written ``0`` and ``1.0`` is written ``1`` (RFC 8785), so a float and the equal
-  integer hash the same;
+  integer hash the same; a float of 2**53 or more is written with integer digits (``2.0**60``
+  is ``1152921504606847000``), so :func:`from_canonical` reads integers beyond ±(2**53 − 1)
+  back as the floats they can only have been, and what is read back hashes the same again;
+* arrays and objects nest at most :data:`MAX_DEPTH` (254) levels deep, the deepest value
+  ``orjson`` writes; deeper values are refused with :class:`CanonicalizationError` naming the
+  depth. (The ``rfc8785`` reference has no limit of its own: it recurses until Python's
+  recursion limit, about 990 levels from the top of a thread's stack and fewer from deeper.)
+  A :class:`Canonical` part counts as one value: its own nesting was checked when it was made;
 * only ``dict`` (with ``str`` keys), ``list``/``tuple``, ``str``, ``int``, ``float``, ``bool`` and
   ``None`` are accepted; anything else is an error naming its JSON path.
 """
@@ -43,6 +50,7 @@ from rar.errors import CanonicalizationError
 
 __all__ = [
     "DIGEST_PREFIX",
+    "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "Canonical",
     "canonical",
@@ -51,11 +59,14 @@ __all__ = [
     "digest_bytes",
     "digest_value",
     "es_number",
+    "from_canonical",
     "is_digest",
 ]
 
 DIGEST_PREFIX: Final = "sha256:"
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+MAX_DEPTH: Final = 254
+"""The deepest nesting of arrays and objects that can be hashed (``orjson``'s own limit)."""
 _ORJSON_OPTS: Final = orjson.OPT_SORT_KEYS
 _Fragment = orjson.Fragment
 
@@ -235,6 +246,8 @@ def canonical_reference(value: Any) -> bytes:
     value = _unwrap(value)
     try:
         return rfc8785.dumps(value)
+    except RecursionError:
+        raise _recursion_error(value) from None
     except rfc8785.IntegerDomainError as exc:
         raise CanonicalizationError(str(exc)) from exc
     except (rfc8785.FloatDomainError, ValueError) as exc:
@@ -248,12 +261,17 @@ def canonical(value: Any) -> bytes:
     try:
         prepared = _prepare(value, "$")
     except _NeedsReference:
+        too_deep = _too_deep(value)
+        if too_deep is not None:
+            raise too_deep from None
         _prepare_check_only(value)
         return canonical_reference(value)
+    except RecursionError:
+        raise _recursion_error(value) from None
     try:
         return orjson.dumps(prepared, option=_ORJSON_OPTS)
-    except orjson.JSONEncodeError as exc:  # e.g. lone surrogates in a string
-        raise CanonicalizationError(str(exc)) from exc
+    except orjson.JSONEncodeError as exc:  # lone surrogates in a string, or nested too deep
+        raise _too_deep(prepared) or CanonicalizationError(str(exc)) from exc
 
 
 def _is_safe_scalar(value: Any) -> bool:
@@ -314,6 +332,95 @@ def _prepare_check_only(value: Any) -> None:
             _prepare_check_only(item)
     elif not isinstance(value, Canonical):
         _prepare(value, "$")
+
+
+def _recursion_error(value: Any) -> CanonicalizationError:
+    """The error for a RecursionError while hashing ``value``: nested too deep, or hashed from
+    too deep in the call stack."""
+    return _too_deep(value) or CanonicalizationError(
+        "the value is nested too deeply to hash this deep in the call stack (Python's "
+        "recursion limit); flatten it, or hash it from a shallower call"
+    )
+
+
+def _too_deep(value: Any) -> CanonicalizationError | None:
+    """The error for a value nested deeper than :data:`MAX_DEPTH` (a walk without recursion,
+    run only once hashing failed); None when the value is not that deep."""
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 0, ())]
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue  # a scalar, a Canonical part or a fragment: one value
+        depth += 1
+        if depth > MAX_DEPTH:
+            return CanonicalizationError(
+                f"arrays and objects nest more than {MAX_DEPTH} levels deep (level {depth} "
+                f"starts here), deeper than RAR hashes; store such a structure as a string",
+                path=_path_text(where),
+            )
+        stack.extend((child, depth, (where, key)) for key, child in children)
+    return None
+
+
+def _path_text(where: tuple[Any, ...]) -> str:
+    """A JSON path from the ``(parent, key)`` links of :func:`_too_deep`, middle elided."""
+    keys: list[str] = []
+    while where:
+        where, key = where
+        keys.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    keys.reverse()
+    if len(keys) > 8:
+        keys[4:-4] = [f"…({len(keys) - 8} more)…"]
+    return "$" + "".join(keys)
+
+
+# Every integer beyond 2**53 has 16 digits or more, so bytes without a run of 16 digits need no
+# walk. Digits become "0" and all else " ", then a substring search: far faster than a regex.
+_AS_DIGIT_RUNS: Final = bytes(0x30 if 0x30 <= c <= 0x39 else 0x20 for c in range(256))
+_SIXTEEN_DIGITS: Final = b"0" * 16
+
+
+def from_canonical(data: bytes) -> Any:
+    """The value canonical JSON bytes stand for, so that hashing it gives ``data`` back.
+
+    Canonical JSON writes a float of 2**53 or more with all its integer digits, which JSON
+    readers return as an integer, one that :func:`canonical` refuses (it is beyond
+    ±(2**53 − 1)) and may even be a different number (``5.163294155499739e16`` is written
+    ``51632941554997390``). Since no integer that large is ever hashed, it can only have been
+    written from a float: that float is what comes back.
+    """
+    value = orjson.loads(data)
+    if _SIXTEEN_DIGITS not in data.translate(_AS_DIGIT_RUNS):
+        return value
+    return _restore_floats(value)
+
+
+def _restore_floats(value: Any) -> Any:
+    """``value``, just parsed, with its integers beyond ±(2**53 − 1) turned back into the
+    floats they were written from (its lists and dicts are changed in place)."""
+    if type(value) is int:
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else float(value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            items: Any = node.items()
+        elif type(node) is list:
+            items = enumerate(node)
+        else:
+            continue
+        for key, item in items:
+            kind = type(item)
+            if kind is int:
+                if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                    node[key] = float(item)
+            elif kind is dict or kind is list:
+                stack.append(item)
+    return value
 
 
 def digest_value(value: Any) -> str:

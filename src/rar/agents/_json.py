@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from rar.hashing import canonical
+from rar.hashing import canonical, from_canonical
 
 
 def as_json(value: Any) -> Any:
@@ -17,4 +15,4 @@ def as_json(value: Any) -> Any:
     record cannot hold (NaN, a set, an object) raises
     :class:`~rar.errors.CanonicalizationError` naming its JSON path, before anything is written.
     """
-    return orjson.loads(canonical(value))
+    return from_canonical(canonical(value))

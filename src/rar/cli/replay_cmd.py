@@ -7,6 +7,7 @@ from typing import Any
 import click
 import orjson
 
+from rar.cli.options import COUNT, EVENT_SEQ, SEED, WholeNumber
 from rar.errors import ConfigError
 
 
@@ -50,17 +51,30 @@ def replay_command(
     ctx.exit(0 if report.reproducible else 1)
 
 
+_WHOLE_SETTINGS: dict[str, WholeNumber] = {"seed": SEED, "max_steps": COUNT}
+"""Settings that are whole numbers, read as strictly as the options of the same name."""
+
+
 def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``key=value`` pairs; values are JSON when they parse as JSON, else plain text."""
+    """``key=value`` pairs; values are JSON when they parse as JSON, else plain text; ``seed``
+    and ``max_steps`` must be whole numbers in their ranges (a :class:`ConfigError` says so)."""
     settings: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError(f"--set takes key=value, got {pair!r}")
+        number = _WHOLE_SETTINGS.get(key)
+        if number is not None:
+            try:
+                settings[key] = number.convert(text, None, None)
+            except click.BadParameter as exc:
+                raise ConfigError(f"--set {key}: {exc.message}") from None
+            continue
         try:
-            settings[key.strip()] = orjson.loads(text)
+            settings[key] = orjson.loads(text)
         except orjson.JSONDecodeError:
-            settings[key.strip()] = text
+            settings[key] = text
     return settings
 
 
@@ -69,7 +83,7 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option(
     "--at",
     "at",
-    type=int,
+    type=EVENT_SEQ,
     required=True,
     help="The divergence point: events up to this seq are replayed, then live.",
 )

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from rar.cli.options import SEED
+from rar.cli.options import COUNT, SEED
 from rar.errors import ConfigError
 
 
@@ -38,7 +38,7 @@ from rar.errors import ConfigError
 )
 @click.option(
     "--max-steps",
-    type=click.IntRange(min=1),
+    type=COUNT,
     default=None,
     help="Planner turns at most (default: 12).",
 )

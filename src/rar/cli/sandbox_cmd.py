@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from rar.cli.options import MAX_TIMEOUT_SECONDS, TIMEOUT
+
 if TYPE_CHECKING:
     from rar.sandbox import CellResult
 
@@ -35,9 +37,10 @@ def sandbox_group() -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=TIMEOUT,
     default=None,
-    help="Wall-clock limit in seconds (default: 120).",
+    help=f"Wall-clock limit in seconds, above 0 and at most {MAX_TIMEOUT_SECONDS:g} "
+    "(default: 120).",
 )
 @click.option(
     "--unsafe-local",
@@ -74,6 +77,7 @@ def run_command(
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+    result = _redacted(result)  # printed like it would be recorded: no credential on a terminal
     if as_json:
         from rar.cli.render import emit_json
 
@@ -81,6 +85,21 @@ def run_command(
     else:
         print_result(result, workspace=None if temporary else root)
     ctx.exit(0 if result.ok else 1)
+
+
+def _redacted(result: CellResult) -> CellResult:
+    import dataclasses
+
+    from rar.redaction import default_redactor
+
+    redactor = default_redactor()
+    return dataclasses.replace(
+        result,
+        stdout=redactor.redact_text(result.stdout),
+        stderr=redactor.redact_text(result.stderr),
+        error=redactor.redact(result.error),
+        variables=redactor.redact(result.variables),
+    )
 
 
 def print_result(result: CellResult, *, workspace: Path | None) -> None:

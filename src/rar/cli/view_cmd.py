@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from rar.cli.options import PORT
+
 DEFAULT_PORT = 8765
 
 
@@ -26,7 +28,7 @@ DEFAULT_PORT = 8765
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=PORT,
     default=DEFAULT_PORT,
     show_default=True,
     help="Port to listen on (0: any free port).",

@@ -180,10 +180,10 @@ def _row(
 
 def _plain(value: Any) -> Any:
     """JSON-plain copy of a value that may hold Canonical parts."""
-    from rar.hashing import Canonical
+    from rar.hashing import Canonical, from_canonical
 
     if isinstance(value, Canonical):
-        return orjson.loads(value.data)
+        return from_canonical(value.data)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

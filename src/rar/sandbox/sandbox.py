@@ -238,10 +238,18 @@ class Sandbox:
             return dataclasses.replace(result, **extra)
 
     def close(self) -> None:
-        """Stop the worker and every process it started; idempotent."""
+        """Stop the worker and every process it started; idempotent.
+
+        The workspace is swept once they are dead: a process still running after the last
+        cell's collection may have set a setuid bit since, which must not outlive the sandbox.
+        """
         with self._lock:
             self._closed = True
+            if not self._holder:
+                return  # nothing ran since the last collection swept the workspace
             _kill_current(self._holder)
+            with contextlib.suppress(FileNotFoundError):  # the host removed the workspace
+                _ws.scan(self.workspace)
 
     def __enter__(self) -> Sandbox:
         return self

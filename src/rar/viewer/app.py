@@ -53,11 +53,11 @@ from rar.errors import (
     RarError,
     RunNotFoundError,
 )
-from rar.hashing import is_digest
+from rar.hashing import MAX_SAFE_INTEGER, is_digest
 from rar.store.payloads import is_payload_ref
 from rar.store.store import Store
 from rar.viewer.artifacts import artifact_response, recorded_artifacts
-from rar.viewer.http import ApiError
+from rar.viewer.http import ApiError, date_param, int_param
 from rar.viewer.http import error_response as _error
 from rar.viewer.http import json_response as _json
 from rar.viewer.net import LOOPBACK_HOSTS
@@ -83,7 +83,6 @@ SECURITY_HEADERS: dict[str, str] = {
 MAX_EVENTS_PAGE = 1000
 DEFAULT_EVENTS_PAGE = 200
 _RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?Z?)?")
 _SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -223,16 +222,16 @@ class Viewer(StoreReader):
         return run_id
 
 
-def _int_param(request: Request, name: str, default: int, *, minimum: int = 0) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, "bad-parameter", f"{name} must be an integer") from None
-    if value < minimum:
-        raise ApiError(400, "bad-parameter", f"{name} must be at least {minimum}")
+def _int_param(request: Request, name: str, default: int | None, *, minimum: int = 0) -> int:
+    """A whole-number query parameter (see :func:`rar.viewer.http.int_param`); required when
+    ``default`` is None."""
+    value = int_param(request.query_params, name, default, minimum=minimum)
+    if value is None:
+        raise ApiError(
+            400,
+            "bad-parameter",
+            f"{name} is required: a whole number from {minimum} to {MAX_SAFE_INTEGER}",
+        )
     return value
 
 
@@ -303,13 +302,13 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         query = (request.query_params.get("q") or "").strip().lower()
         mode = request.query_params.get("mode") or None
         model = request.query_params.get("model") or None
-        since = request.query_params.get("since") or ""
-        until = request.query_params.get("until") or ""
-        for name, value in (("since", since), ("until", until)):
-            if value and not _DATE.fullmatch(value):
-                return _error(
-                    400, "bad-parameter", f"{name} is a date or time like 2026-11-30[T08:30]"
-                )
+        try:
+            since, until = (
+                date_param(request.query_params, "since"),
+                date_param(request.query_params, "until"),
+            )
+        except ApiError as exc:
+            return exc.response()
         sort = request.query_params.get("sort") or "-created_at"
         if sort not in _SORTS:
             return _error(400, "bad-parameter", f"sort must be one of {', '.join(sorted(_SORTS))}")
@@ -426,7 +425,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         name = request.query_params.get("field") or ""
 
         def action(store: Store) -> Response:
-            seq = _int_param(request, "seq", 0, minimum=1)
+            seq = _int_param(request, "seq", None, minimum=1)
             if not name:
                 raise ApiError(400, "bad-parameter", "field is required")
             run_id = viewer.resolve(store, ref)

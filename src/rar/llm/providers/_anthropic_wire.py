@@ -182,6 +182,26 @@ def _tool_choice(request: Request) -> dict[str, Any]:
 
 # --- answers ---------------------------------------------------------------------------------
 
+_JSON_TYPES: dict[type, str] = {
+    dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+    float: "a number", type(None): "null",
+}  # fmt: skip
+
+
+def _expect(value: Any, kind: type, what: str) -> Any:
+    """``value`` when it is null or a ``kind``; otherwise the answer is malformed, and the
+    :class:`MalformedResponseError` names ``what`` (where in the answer) and both types."""
+    if value is None or isinstance(value, kind):
+        return value
+    found = _JSON_TYPES.get(type(value), type(value).__name__)
+    raise MalformedResponseError(f"{what} is {found}, not {_JSON_TYPES[kind]}", provider=PROVIDER)
+
+
+def _block_texts(block: dict[str, Any], where: str) -> None:
+    """A content block's ``text`` and ``thinking``, when present, are strings."""
+    _expect(block.get("text"), str, f"the text of {where}")
+    _expect(block.get("thinking"), str, f"the thinking of {where}")
+
 
 def parse_message(data: dict[str, Any], *, model: str) -> Response:
     """A Messages API ``message`` object as a :class:`Response`."""
@@ -191,9 +211,10 @@ def parse_message(data: dict[str, Any], *, model: str) -> Response:
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
-    for block in blocks:
+    for i, block in enumerate(blocks):
         if not isinstance(block, dict):
             raise MalformedResponseError("a content block is not an object", provider=PROVIDER)
+        _block_texts(block, f"content block {i}")
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
@@ -276,7 +297,8 @@ class StreamAssembler:
             message = data.get("message")
             if not isinstance(message, dict):
                 raise MalformedResponseError("message_start carries no message", provider=PROVIDER)
-            self.message = {**message, "usage": dict(message.get("usage") or {})}
+            usage = _expect(message.get("usage"), dict, "the usage of message_start")
+            self.message = {**message, "usage": dict(usage or {})}
             return []
         if self.message is None:
             if kind == "ping":
@@ -287,6 +309,7 @@ class StreamAssembler:
             block = data.get("content_block")
             if not isinstance(block, dict):
                 raise MalformedResponseError("a block start carries no block", provider=PROVIDER)
+            _block_texts(block, f"started block {index}")
             self.blocks[index] = dict(block)
             if block.get("type") == "tool_use":
                 self.partial[index] = []
@@ -297,11 +320,12 @@ class StreamAssembler:
             self._finish_block(index)
         elif kind == "message_delta":
             delta = data.get("delta")
-            if isinstance(delta, dict):
-                self.message.update({k: v for k, v in delta.items() if v is not None})
-            usage = data.get("usage")
-            if isinstance(usage, dict):
-                self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
+            if isinstance(delta, dict):  # stop_reason, stop_sequence: never the usage object
+                self.message.update(
+                    {k: v for k, v in delta.items() if v is not None and k != "usage"}
+                )
+            usage = _expect(data.get("usage"), dict, "the usage of message_delta") or {}
+            self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
         elif kind == "message_stop":
             self.stopped = True
         return []
@@ -321,10 +345,10 @@ class StreamAssembler:
             raise MalformedResponseError(f"a delta for unknown block {index}", provider=PROVIDER)
         kind = delta.get("type")
         if kind == "text_delta" and isinstance(delta.get("text"), str):
-            block["text"] = block.get("text", "") + delta["text"]
+            block["text"] = (block.get("text") or "") + delta["text"]
             return [StreamChunk(kind="content", text=delta["text"])] if delta["text"] else []
         if kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
-            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            block["thinking"] = (block.get("thinking") or "") + delta["thinking"]
             return (
                 [StreamChunk(kind="reasoning", text=delta["thinking"])] if delta["thinking"] else []
             )

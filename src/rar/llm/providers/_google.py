@@ -258,6 +258,20 @@ def _sanitize(node: Any, defs: dict[str, Any], depth: int) -> dict[str, Any]:
 
 # --- answers -----------------------------------------------------------------------------------
 
+_JSON_TYPES: dict[type, str] = {
+    dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+    float: "a number", type(None): "null",
+}  # fmt: skip
+
+
+def _expect(value: Any, kind: type, what: str) -> Any:
+    """``value`` when it is null or a ``kind``; otherwise the answer is malformed, and the
+    :class:`MalformedResponseError` names ``what`` (where in the answer) and both types."""
+    if value is None or isinstance(value, kind):
+        return value
+    found = _JSON_TYPES.get(type(value), type(value).__name__)
+    raise MalformedResponseError(f"{what} is {found}, not {_JSON_TYPES[kind]}", provider=PROVIDER)
+
 
 def parse_response(data: dict[str, Any], *, model: str) -> Response:
     """A ``GenerateContentResponse`` JSON object as a :class:`Response`."""
@@ -275,13 +289,14 @@ def parse_response(data: dict[str, Any], *, model: str) -> Response:
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[ToolCall] = []
-    for part in parts:
+    for i, part in enumerate(parts):
         if not isinstance(part, dict):
             raise MalformedResponseError("a content part is not an object", provider=PROVIDER)
+        piece = _expect(part.get("text"), str, f"the text of content part {i}")
         if "functionCall" in part:
             calls.append(_tool_call(part["functionCall"], len(calls)))
-        elif isinstance(part.get("text"), str):
-            (thoughts if part.get("thought") else texts).append(part["text"])
+        elif piece is not None:
+            (thoughts if part.get("thought") else texts).append(piece)
     reason = candidate.get("finishReason")
     if calls and reason in (None, "STOP", "FINISH_REASON_UNSPECIFIED"):
         finish = FinishReason.TOOL_CALLS
@@ -391,16 +406,21 @@ class StreamAssembler:
         chunks: list[StreamChunk] = []
         content = candidate.get("content")
         parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts if isinstance(parts, list) else []:
+        for i, part in enumerate(parts if isinstance(parts, list) else []):
             if not isinstance(part, dict):
                 raise MalformedResponseError("a content part is not an object", provider=PROVIDER)
-            piece = part.get("text")
+            piece = _expect(part.get("text"), str, f"the text of streamed content part {i}")
             if "functionCall" in part or not isinstance(piece, str):
                 self.parts.append(part)
                 continue
             thought = bool(part.get("thought"))
             last = self.parts[-1] if self.parts else None
-            if last is not None and "text" in last and bool(last.get("thought")) == thought:
+            if (
+                last is not None
+                and "functionCall" not in last
+                and isinstance(last.get("text"), str)
+                and bool(last.get("thought")) == thought
+            ):
                 last["text"] += piece
             else:
                 self.parts.append({"text": piece, "thought": thought})

@@ -123,12 +123,32 @@ def sampling(
 
 # --- wire format: answers -------------------------------------------------------------------
 
+_JSON_TYPES: dict[type, str] = {
+    dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+    float: "a number", type(None): "null",
+}  # fmt: skip
 
-def text(value: Any) -> str | None:
+
+def expect(value: Any, kind: type | tuple[type, ...], what: str, provider: str) -> Any:
+    """``value`` when it is null or a ``kind``; otherwise the answer is malformed, and the
+    :class:`MalformedResponseError` names ``what`` (a path into the answer) and both types."""
+    if value is None or isinstance(value, kind):
+        return value
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    wanted = " or ".join(_JSON_TYPES.get(k, k.__name__) for k in kinds)
+    found = _JSON_TYPES.get(type(value), type(value).__name__)
+    raise MalformedResponseError(f"`{what}` is {found}, not {wanted}", provider=provider)
+
+
+def text(value: Any, what: str, provider: str) -> str | None:
     """Text of a content field: a string, or a list of ``{"type": "text", "text": ...}`` parts."""
     if isinstance(value, list):
-        value = "".join(p.get("text") or "" for p in value if isinstance(p, dict))
-    return value if isinstance(value, str) and value else None
+        pieces = []
+        for i, part in enumerate(value):
+            part = expect(part, dict, f"{what}[{i}]", provider) or {}
+            pieces.append(expect(part.get("text"), str, f"{what}[{i}].text", provider) or "")
+        value = "".join(pieces)
+    return expect(value, (str, list), what, provider) or None
 
 
 def _count(data: Any, key: str) -> int:
@@ -153,7 +173,8 @@ def arguments(value: Any) -> str:
     return "{}" if value is None else orjson.dumps(value).decode()
 
 
-def finish_reason(raw: Any, tool_calls: tuple[ToolCall, ...]) -> FinishReason:
+def finish_reason(raw: Any, tool_calls: tuple[ToolCall, ...], provider: str) -> FinishReason:
+    raw = expect(raw, str, "choices[0].finish_reason", provider)
     finish = _FINISH.get(raw, FinishReason.OTHER) if raw else FinishReason.STOP
     if tool_calls and finish == FinishReason.STOP:  # Ollama and others say "stop" here
         finish = FinishReason.TOOL_CALLS
@@ -162,21 +183,19 @@ def finish_reason(raw: Any, tool_calls: tuple[ToolCall, ...]) -> FinishReason:
 
 def tool_calls(message: dict[str, Any], provider: str) -> tuple[ToolCall, ...]:
     """The tool calls of a chat answer's ``message``."""
+    where = "choices[0].message.tool_calls"
     calls = []
-    for i, call in enumerate(message.get("tool_calls") or ()):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not function.get("name"):
+    for i, call in enumerate(expect(message.get("tool_calls"), list, where, provider) or ()):
+        call = expect(call, dict, f"{where}[{i}]", provider) or {}
+        function = expect(call.get("function"), dict, f"{where}[{i}].function", provider) or {}
+        name = expect(function.get("name"), str, f"{where}[{i}].function.name", provider)
+        if not name:
             raise MalformedResponseError(
-                f"`choices[0].message.tool_calls[{i}]` has no `function.name`",
-                provider=provider,
+                f"`{where}[{i}]` has no `function.name`", provider=provider
             )
-        call_id = str(call.get("id") or f"call_{i}")
+        call_id = expect(call.get("id"), str, f"{where}[{i}].id", provider) or f"call_{i}"
         calls.append(
-            ToolCall(
-                id=call_id,
-                name=str(function["name"]),
-                arguments=arguments(function.get("arguments")),
-            )
+            ToolCall(id=call_id, name=name, arguments=arguments(function.get("arguments")))
         )
     return tuple(calls)
 
@@ -220,6 +239,7 @@ class _CallSlot:
 class StreamState:
     """What a stream delivered so far, reassembled into the shape of a plain answer."""
 
+    provider: str = "openai"
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: dict[int, _CallSlot] = field(default_factory=dict)
@@ -229,23 +249,31 @@ class StreamState:
     done: bool = False
 
     def feed(self, delta: dict[str, Any], on_chunk: ChunkCallback) -> None:
-        reasoning = text(delta.get("reasoning_content")) or text(delta.get("reasoning"))
+        provider = self.provider
+
+        def delta_text(key: str) -> str | None:
+            return text(delta.get(key), f"choices[0].delta.{key}", provider)
+
+        reasoning = delta_text("reasoning_content") or delta_text("reasoning")
         if reasoning:
             self.reasoning.append(reasoning)
             on_chunk(StreamChunk(kind="reasoning", text=reasoning))
-        content = text(delta.get("content")) or text(delta.get("refusal"))
+        content = delta_text("content") or delta_text("refusal")
         if content:
             self.content.append(content)
             on_chunk(StreamChunk(kind="content", text=content))
-        for position, part in enumerate(delta.get("tool_calls") or ()):
+        calls = expect(delta.get("tool_calls"), list, "choices[0].delta.tool_calls", provider)
+        for position, part in enumerate(calls or ()):
             if not isinstance(part, dict):
                 continue
             index = part.get("index", position)
             slot = self.calls.setdefault(index if isinstance(index, int) else position, _CallSlot())
-            function = part.get("function")
-            function = function if isinstance(function, dict) else {}
-            slot.id = slot.id or part.get("id")
-            slot.name = slot.name or function.get("name")
+            where = f"choices[0].delta.tool_calls[{position}]"
+            function = expect(part.get("function"), dict, f"{where}.function", provider) or {}
+            slot.id = slot.id or expect(part.get("id"), str, f"{where}.id", provider)
+            slot.name = slot.name or expect(
+                function.get("name"), str, f"{where}.function.name", provider
+            )
             fragment = function.get("arguments")
             if fragment is not None:  # a string fragment, or (some servers) the whole object
                 slot.arguments.append(

@@ -113,7 +113,7 @@ class _OpenAICompatible(HTTPProvider):
 
     def stream(self, request: Request, on_chunk: ChunkCallback) -> Response:
         url, headers, content = self._prepare(request, stream=True)
-        state = wire.StreamState()
+        state = wire.StreamState(provider=self.name)
         with self._post_stream(url, content=content, headers=headers) as answer:
             raise_for_status(answer, provider=self.name, key_reference=self.key_reference)
             if answer.headers.get("content-type", "").startswith("application/json"):
@@ -174,10 +174,12 @@ class _OpenAICompatible(HTTPProvider):
                 chunk = wire.decode_chunk(data, self.name)
                 state.model = str(chunk.get("model") or state.model)
                 state.usage = chunk.get("usage") or state.usage
-                for choice in chunk.get("choices") or ():
+                for choice in wire.expect(chunk.get("choices"), list, "choices", self.name) or ():
                     if isinstance(choice, dict) and choice.get("index", 0) == 0:
                         state.feed(self._delta(choice), on_chunk)
-                        state.finish_reason = choice.get("finish_reason") or state.finish_reason
+                        finish = choice.get("finish_reason")
+                        finish = wire.expect(finish, str, "choices[0].finish_reason", self.name)
+                        state.finish_reason = finish or state.finish_reason
         except httpx2.TransportError as exc:
             raise StreamInterruptedError(
                 f"the connection dropped mid-stream ({type(exc).__name__}: {exc}); "
@@ -199,7 +201,7 @@ class _OpenAICompatible(HTTPProvider):
             content=content,
             tool_calls=tool_calls,
             reasoning=reasoning,
-            finish_reason=wire.finish_reason(choice.get("finish_reason"), tool_calls),
+            finish_reason=wire.finish_reason(choice.get("finish_reason"), tool_calls, self.name),
             usage=wire.usage(data.get("usage")),
             model=str(data.get("model") or request.model or self.model or ""),
             provider=self.name,
@@ -235,14 +237,16 @@ class OpenAIChat(_OpenAICompatible):
         message = choice.get("message")
         if not isinstance(message, dict):
             raise MalformedResponseError("`choices[0]` has no `message`", provider=self.name)
+
+        def text(key: str) -> str | None:
+            return wire.text(message.get(key), f"choices[0].message.{key}", self.name)
+
         return self._response(
             data,
             choice,
             request,
-            content=wire.text(message.get("content")) or wire.text(message.get("refusal")),
-            reasoning=(
-                wire.text(message.get("reasoning_content")) or wire.text(message.get("reasoning"))
-            ),
+            content=text("content") or text("refusal"),
+            reasoning=text("reasoning_content") or text("reasoning"),
             tool_calls=wire.tool_calls(message, self.name),
         )
 
@@ -293,7 +297,7 @@ class OpenAIText(_OpenAICompatible):
         return self._response(data, choice, request, content=text or None)
 
     def _delta(self, choice: dict[str, Any]) -> dict[str, Any]:
-        return {"content": choice.get("text")}
+        return {"content": wire.expect(choice.get("text"), str, "choices[0].text", self.name)}
 
     def _streamed_choice(self, state: wire.StreamState) -> dict[str, Any]:
         return {"text": "".join(state.content)}

@@ -19,7 +19,7 @@ from rar.errors import (
     ProviderError,
     StreamInterruptedError,
 )
-from rar.llm.providers._http import raise_for_status
+from rar.llm.providers._http import expect, raise_for_status
 from rar.llm.types import FinishReason, Request, Response, StreamChunk, ToolCall, ToolSpec, Usage
 
 PROVIDER = "gemini"
@@ -258,19 +258,9 @@ def _sanitize(node: Any, defs: dict[str, Any], depth: int) -> dict[str, Any]:
 
 # --- answers -----------------------------------------------------------------------------------
 
-_JSON_TYPES: dict[type, str] = {
-    dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
-    float: "a number", type(None): "null",
-}  # fmt: skip
 
-
-def _expect(value: Any, kind: type, what: str) -> Any:
-    """``value`` when it is null or a ``kind``; otherwise the answer is malformed, and the
-    :class:`MalformedResponseError` names ``what`` (where in the answer) and both types."""
-    if value is None or isinstance(value, kind):
-        return value
-    found = _JSON_TYPES.get(type(value), type(value).__name__)
-    raise MalformedResponseError(f"{what} is {found}, not {_JSON_TYPES[kind]}", provider=PROVIDER)
+def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    return expect(value, kind, what, PROVIDER)
 
 
 def parse_response(data: dict[str, Any], *, model: str) -> Response:

@@ -403,3 +403,22 @@ class KeyedHTTPProvider(HTTPProvider):
             raise StreamInterruptedError(
                 f"the stream was cut ({type(exc).__name__}: {exc})", provider=self.name
             ) from exc
+
+
+# --- the shape of an answer -------------------------------------------------------------
+
+_JSON_TYPES: dict[type, str] = {
+    dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+    float: "a number", type(None): "null",
+}  # fmt: skip
+
+
+def expect(value: Any, kind: type | tuple[type, ...], what: str, provider: str) -> Any:
+    """``value`` when it is null or a ``kind``; otherwise the answer is malformed, and the
+    :class:`MalformedResponseError` names ``what`` (a path into the answer) and both types."""
+    if value is None or isinstance(value, kind):
+        return value
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    wanted = " or ".join(_JSON_TYPES.get(k, k.__name__) for k in kinds)
+    found = _JSON_TYPES.get(type(value), type(value).__name__)
+    raise MalformedResponseError(f"`{what}` is {found}, not {wanted}", provider=provider)

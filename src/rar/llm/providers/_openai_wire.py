@@ -16,6 +16,7 @@ import orjson
 
 from rar.errors import MalformedResponseError, StreamInterruptedError
 from rar.llm.provider import ChunkCallback
+from rar.llm.providers._http import expect
 from rar.llm.types import (
     FinishReason,
     Message,
@@ -122,22 +123,6 @@ def sampling(
 
 
 # --- wire format: answers -------------------------------------------------------------------
-
-_JSON_TYPES: dict[type, str] = {
-    dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
-    float: "a number", type(None): "null",
-}  # fmt: skip
-
-
-def expect(value: Any, kind: type | tuple[type, ...], what: str, provider: str) -> Any:
-    """``value`` when it is null or a ``kind``; otherwise the answer is malformed, and the
-    :class:`MalformedResponseError` names ``what`` (a path into the answer) and both types."""
-    if value is None or isinstance(value, kind):
-        return value
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    wanted = " or ".join(_JSON_TYPES.get(k, k.__name__) for k in kinds)
-    found = _JSON_TYPES.get(type(value), type(value).__name__)
-    raise MalformedResponseError(f"`{what}` is {found}, not {wanted}", provider=provider)
 
 
 def text(value: Any, what: str, provider: str) -> str | None:

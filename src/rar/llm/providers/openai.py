@@ -37,6 +37,7 @@ from rar.llm.providers import _openai_wire as wire
 from rar.llm.providers._http import (
     DEFAULT_TIMEOUT,
     HTTPProvider,
+    expect,
     json_body,
     raise_for_status,
 )
@@ -174,11 +175,11 @@ class _OpenAICompatible(HTTPProvider):
                 chunk = wire.decode_chunk(data, self.name)
                 state.model = str(chunk.get("model") or state.model)
                 state.usage = chunk.get("usage") or state.usage
-                for choice in wire.expect(chunk.get("choices"), list, "choices", self.name) or ():
+                for choice in expect(chunk.get("choices"), list, "choices", self.name) or ():
                     if isinstance(choice, dict) and choice.get("index", 0) == 0:
                         state.feed(self._delta(choice), on_chunk)
                         finish = choice.get("finish_reason")
-                        finish = wire.expect(finish, str, "choices[0].finish_reason", self.name)
+                        finish = expect(finish, str, "choices[0].finish_reason", self.name)
                         state.finish_reason = finish or state.finish_reason
         except httpx2.TransportError as exc:
             raise StreamInterruptedError(
@@ -297,7 +298,7 @@ class OpenAIText(_OpenAICompatible):
         return self._response(data, choice, request, content=text or None)
 
     def _delta(self, choice: dict[str, Any]) -> dict[str, Any]:
-        return {"content": wire.expect(choice.get("text"), str, "choices[0].text", self.name)}
+        return {"content": expect(choice.get("text"), str, "choices[0].text", self.name)}
 
     def _streamed_choice(self, state: wire.StreamState) -> dict[str, Any]:
         return {"text": "".join(state.content)}

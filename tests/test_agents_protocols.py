@@ -507,7 +507,7 @@ def anchor(n: int, score: float = 0.9, **changes: Any) -> dict[str, Any]:
         "doc_id": f"doc{n}",
         "location": f"paragraph_{n}",
         "content_hash": digest_value(f"passage {n}"),
-        "snippet": f"passage {n}",
+        "snippet": f"passage {n} reports Ea = 55.3 kJ/mol",
         "relevance_score": score,
     }
     return {**base, **changes}
@@ -541,6 +541,8 @@ def test_a_well_supported_draft_passes_every_check(mode: Mode) -> None:
             "relevance",
             "runtime_errors",
             "unit_consistency",
+            "support",
+            "answers_question",
         )
     ]
     assert report.passed and not report.blocking and report.challenges == []

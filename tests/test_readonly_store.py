@@ -228,6 +228,19 @@ def test_recording_into_it_is_refused(denied: dict[str, Any]) -> None:
     assert proc.returncode == 3 and "read-only" in err and str(denied["root"]) in err, err
 
 
+def test_saving_a_diff_into_it_is_refused_before_anything_is_printed(
+    denied: dict[str, Any],
+) -> None:
+    proc = _rar(
+        denied["mechanism"], denied["root"], "diff", denied["demo"], denied["other"], "--save"
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert err.startswith("error: cannot save the diff") and str(denied["root"]) in err
+    assert "--json > FILE" in err and "cp -a" in err
+    assert proc.stdout == b""  # and the fixture checks that no file was written
+
+
 _VIEWER = """
 import asyncio, json, sys
 import httpx2

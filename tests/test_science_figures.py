@@ -154,6 +154,15 @@ def test_the_same_fit_gives_the_same_bytes() -> None:
         {"status": "ok", "variables": {"x": "12", "y": "34"}},
         {"status": "ok", "variables": {"beta": [2, 5], "Tp": [0, 400]}},
         {"status": "ok", "variables": "not a dict"},
+        {"status": "ok", "variables": {"report": {"plot": {"x": [1, 2], "y": [1, 2, 3]}}}},
+        {
+            "status": "ok",
+            "variables": {
+                "report": {"plot": {"x": [1, 2], "y": [3, 4], "curve": [[0, "a"], [1, 2]]}}
+            },
+        },
+        {"status": "ok", "variables": {"report": {"plot": {"x": [1, 1], "y": [3, 4]}}}},
+        {"status": "ok", "variables": {"report": {"plot": "a line"}}},
     ],
 )
 def test_nothing_to_plot_gives_no_figure(result: dict[str, Any]) -> None:
@@ -165,6 +174,139 @@ def test_nice_ticks_cover_the_range() -> None:
     assert ticks[0] <= 2.28 and ticks[-1] >= 2.425
     steps = {round(b - a, 9) for a, b in pairwise(ticks)}
     assert steps == {0.05}
+
+
+# --- from an analysis's report -----------------------------------------------------------------
+
+
+def michaelis_menten_result(**plot: Any) -> dict[str, Any]:
+    """What the sandbox returns for a Michaelis–Menten analysis: a report with a fitted curve."""
+    vmax, km = 12.5, 3.2
+    s = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+    scatter = [0.01, -0.01, 0.02, 0, -0.02, 0.01, 0]
+    v = [vmax * x / (km + x) * (1 + e) for x, e in zip(s, scatter, strict=True)]
+    curve = [[32.0 * i / 49, vmax * (32.0 * i / 49) / (km + 32.0 * i / 49)] for i in range(50)]
+    report = {
+        "analysis": "michaelis_menten",
+        "method": "Michaelis–Menten fit (non-linear least squares)",
+        "fit": "v = Vmax·[S]/(Km + [S])",
+        "n": len(s),
+        "r_squared": 0.99871,
+        "data_range": {"column": "[S] (mM)", "min": 0.5, "max": 32.0, "unit": "mM"},
+        "results": [
+            {
+                "name": "Km",
+                "label": "Michaelis constant",
+                "value": km,
+                "stderr": 0.153,
+                "unit": "mM",
+            },
+            {
+                "name": "Vmax",
+                "label": "maximum rate",
+                "value": vmax,
+                "stderr": 0.21,
+                "unit": "µM/s",
+            },
+        ],
+        "plot": {
+            "kind": "michaelis_menten",
+            "title": "Michaelis–Menten fit",
+            "x_label": "[S] (mM)",
+            "y_label": "v₀ (µM/s)",
+            "x": s,
+            "y": v,
+            "curve": curve,
+            **plot,
+        },
+    }
+    return {"status": "ok", "variables": {"report": report, "x": s, "y": v}}
+
+
+def kissinger_report_result() -> dict[str, Any]:
+    """A Kissinger analysis's report: the line in plotted units (1000/Tp), Ea with its error."""
+    variables = kissinger_result()["variables"]
+    report = {
+        "analysis": "kissinger",
+        "results": [
+            {
+                "name": "Ea",
+                "label": "activation energy",
+                "value": variables["Ea_kJ_per_mol"],
+                "stderr": 0.19,
+                "unit": "kJ/mol",
+            }
+        ],
+        "r_squared": variables["r_squared"],
+        "plot": {
+            "kind": "kissinger",
+            "title": "Kissinger plot",
+            "x_label": "1000/Tp (1/K)",
+            "y_label": "ln(β/Tp²)",
+            "x": [1000 * x for x in variables["x"]],
+            "y": variables["y"],
+            "slope": variables["slope"] / 1000,
+            "intercept": variables["intercept"],
+        },
+    }
+    return {"status": "ok", "variables": {**variables, "report": report}}
+
+
+def test_a_michaelis_menten_report_is_drawn_as_a_curve() -> None:
+    figure = fit_figure(michaelis_menten_result())
+    assert figure is not None and figure.kind == "michaelis_menten" and len(figure.curve) == 50
+    root = parse(render_svg(figure))
+    [curve] = [el for el in root.iter(f"{SVG}polyline") if el.attrib.get("class") == "fit"]
+    points = [tuple(map(float, p.split(","))) for p in curve.attrib["points"].split()]
+    assert len(points) == 50
+    xs = [x for x, _ in points]
+    assert xs == sorted(xs)  # drawn left to right, rising to the plateau
+    assert points[-1][1] < points[0][1]  # SVG y grows downwards
+    assert not [el for el in root.iter(f"{SVG}line") if el.attrib.get("class") == "fit"]
+    data = [c for c in root.iter(f"{SVG}circle") if "data-x" in c.attrib]
+    assert len(data) == 7
+    labels = texts(root)
+    assert "Km = 3.20 ± 0.15 mM, R² = 0.9987" in labels
+    assert "fitted curve" in labels and "[S] (mM)" in labels and "v₀ (µM/s)" in labels
+
+
+def test_a_curve_gives_the_same_bytes_every_time() -> None:
+    one, two = fit_figure(michaelis_menten_result()), fit_figure(michaelis_menten_result())
+    assert one is not None and two is not None
+    assert render_svg(one).encode() == render_svg(two).encode()
+
+
+def test_a_report_line_is_drawn_from_its_slope_and_intercept() -> None:
+    figure = fit_figure(kissinger_report_result())
+    assert figure is not None and figure.kind == "kissinger" and not figure.curve
+    assert figure.note == "Ea = 125.12 ± 0.19 kJ/mol, R² = 0.999995"
+    root = parse(render_svg(figure))
+    [fit] = [el for el in root.iter(f"{SVG}line") if el.attrib.get("class") == "fit"]
+    for circle in (c for c in root.iter(f"{SVG}circle") if "data-x" in c.attrib):
+        assert abs(line_y_at(fit, float(circle.attrib["cx"])) - float(circle.attrib["cy"])) < 1.0
+
+
+def test_an_unusable_report_falls_back_to_the_variables() -> None:
+    result = kissinger_report_result()
+    result["variables"]["report"]["plot"]["y"] = [1.0]  # one point: no plot
+    figure = fit_figure(result)
+    assert figure is not None and figure.kind == "kissinger"
+    assert figure.note.startswith("Ea = 125.1 kJ/mol")  # the old note, from the variables
+
+
+@pytest.mark.parametrize("kind", ["../../etc/passwd", "Kissinger", "", "a" * 60, 3])
+def test_a_plot_kind_that_is_no_short_word_is_drawn_as_linear(kind: Any) -> None:
+    figure = fit_figure(michaelis_menten_result(kind=kind))
+    assert figure is not None and figure.kind == "linear"
+
+
+def test_report_texts_are_cut_and_escaped() -> None:
+    nasty = "<script>x</script>" * 50
+    figure = fit_figure(michaelis_menten_result(title=nasty, x_label=nasty))
+    assert figure is not None and len(figure.title) == 200
+    svg = render_svg(figure)
+    assert "<script" not in svg
+    parse(svg)
 
 
 # --- recorded by the Executor ------------------------------------------------------------------
@@ -215,6 +357,19 @@ def test_the_executor_records_the_figure_and_replay_stays_reproducible(store: St
 def test_a_failed_computation_records_no_figure(store: Store) -> None:
     run = execute(lambda run, question: _no_fit(run), inputs={"question": "q"}, store=store)
     assert artifacts_of(store, run.id) == []
+
+
+def test_a_curve_is_recorded_under_its_plot_kind(store: Store) -> None:
+    def agent(run: Any, question: str) -> dict[str, Any]:
+        return {"name": record_fit_figure(run, michaelis_menten_result(), 2)}
+
+    run = execute(agent, inputs={"question": "q"}, store=store)
+    [artifact] = artifacts_of(store, run.id)
+    assert artifact["name"] == "figures/michaelis_menten-fit-2.svg"
+    report = replay(run.id, store=store, function=agent)
+    assert report.reproducible, report.first_divergence
+    [again] = artifacts_of(store, report.replay_run)
+    assert again["digest"] == artifact["digest"]
 
 
 def _no_fit(run: Any) -> dict[str, Any]:

@@ -259,6 +259,7 @@ def test_messages_are_a_sequence_diagram_with_contract_net_rounds(
     panel.locator(f'.seq-body g.msg[data-seq="{award["seq"]}"]').click()
     expect(page.locator("#msg-detail pre.msg-content")).to_contain_text('"ranking"')
     expect(page.locator("#msg-detail")).to_contain_text(award["conversation_id"])
+    expect(page.locator("#msg-detail .msg-meta")).to_contain_text("fipa-contract-net")
     panel.screenshot(path=str(ARTIFACTS / "viewer-panel-messages.png"))
     assert not page.errors  # type: ignore[attr-defined]
 

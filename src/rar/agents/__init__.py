@@ -35,12 +35,21 @@ from rar.agents.audit import (
     log_audit,
 )
 from rar.agents.bdi import BDIComponent, BDIOp, BDIState
-from rar.agents.contract_net import TRANSITIONS, Bid, ContractNet, Task, TaskState, bid_score
+from rar.agents.contract_net import (
+    CONTRACT_NET_PROTOCOL,
+    TRANSITIONS,
+    Bid,
+    ContractNet,
+    Task,
+    TaskState,
+    bid_score,
+)
 from rar.agents.errors import IllegalTransitionError, InvalidBidError, ProtocolError
 from rar.agents.modes import POLICIES, Mode, ModePolicy
 
 __all__ = [
     "CHECKS",
+    "CONTRACT_NET_PROTOCOL",
     "POLICIES",
     "TRANSITIONS",
     "ACLMessage",

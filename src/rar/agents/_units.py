@@ -1,6 +1,6 @@
 """Quantities with units in claims and computed results, read with ``pint``.
 
-A claim states a quantity as ``<name> = <number> [<unit>]`` (also ``≈``, ``~``), e.g.
+A claim states a quantity as ``<name> = <number> [± <error>] [<unit>]`` (also ``≈``, ``~``), e.g.
 ``Ea = 55.3 kJ/mol``, ``T_peak ≈ 512 K``, ``k = 1.2e-3 s^-1``, ``yield = 45 %``. Units are
 written without spaces (``kJ/mol``, ``kJ*mol^-1``, ``kJ·mol⁻¹``, ``J/(mol*K)`` is not supported:
 write ``J/mol/K``). A word after the number that is not a unit, or is an English word that pint
@@ -32,7 +32,8 @@ from typing import Any
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _UNIT = r"(?:1/)?(?:[^\W\d]|[°µμΩÅ%])[\w°µμΩÅ%·*/^⁻⁰¹²³⁴⁵⁶⁷⁸⁹\-]*"
 _CLAIM = re.compile(
-    rf"(?P<name>[^\W\d]\w*)\s*(?:=|≈|~|≃)\s*(?P<number>{_NUMBER})(?:\s*(?P<unit>{_UNIT}))?"
+    rf"(?P<name>[^\W\d]\w*)\s*(?:=|≈|~|≃)\s*(?P<number>{_NUMBER})"
+    rf"(?:\s*(?:±|\+/-|\+-)\s*(?P<error>{_NUMBER}))?(?:\s*(?P<unit>{_UNIT}))?"
 )
 _VALUE = re.compile(rf"\s*(?P<number>{_NUMBER})\s*(?P<unit>{_UNIT})?\s*")
 # English words pint would read as units (``at``: technical atmosphere, ``a``: year, ...)
@@ -131,6 +132,8 @@ def computed_quantity(name: str, value: Any) -> StatedQuantity | None:
 
 def unit_from_suffix(suffix: str) -> str | None:
     """``kJ_per_mol`` → ``kJ/mol`` when pint reads it, else None."""
+    if suffix.startswith("per_"):  # k_per_s: 1/s
+        suffix = "1_per_" + suffix[4:]
     unit = "/".join("*".join(p.split("_")) for p in suffix.split("_per_"))
     read, _ = _read_unit(unit)
     return read

@@ -9,8 +9,9 @@
     bus.send(sent.reply(Performative.INFORM, "researcher", {"anchors": 3}))
 
 Each :meth:`MessageBus.send` writes one ``message`` event (``performative``, ``sender``,
-``receivers``, ``conversation_id``, ``reply_to``, ``content``) in the run's current span with
-``agent`` set to the sender, then delivers the message to each receiver's inbox in the order
+``receivers``, ``conversation_id``, ``reply_to``, ``content``, and ``protocol`` and
+``artifacts`` when the message has them) in the run's current span with ``agent`` set to the
+sender, then delivers the message to each receiver's inbox in the order
 the receivers are listed. The event's ``content`` payload is the message *envelope*
 ``{"message_id": ..., "content": <the message's content>, "evidence": [...]}`` (``evidence`` only
 when the message carries anchors), so ids, replies and evidence are all in the record;
@@ -71,6 +72,8 @@ class ACLMessage(BaseModel):
     reply_to: str | None = None
     message_id: str | None = None
     evidence: tuple[dict[str, Any], ...] = ()  # evidence anchors (EvidenceAnchor.to_json())
+    protocol: str | None = None  # the interaction protocol, e.g. "fipa-contract-net"
+    artifacts: tuple[str, ...] = ()  # names of the run's artifacts the message refers to
 
     @field_validator("receivers")
     @classmethod
@@ -81,6 +84,20 @@ class ACLMessage(BaseModel):
             raise ValueError(f"receivers {list(receivers)} name an agent more than once")
         return receivers
 
+    @field_validator("protocol")
+    @classmethod
+    def _named_protocol(cls, protocol: str | None) -> str | None:
+        if protocol is not None and not protocol.strip():
+            raise ValueError("a protocol must be named (or None for none)")
+        return protocol
+
+    @field_validator("artifacts")
+    @classmethod
+    def _named_artifacts(cls, artifacts: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not name for name in artifacts):
+            raise ValueError("artifact names must be non-empty")
+        return artifacts
+
     def reply(
         self,
         performative: Performative | str,
@@ -88,8 +105,10 @@ class ACLMessage(BaseModel):
         content: Any = None,
         *,
         evidence: Sequence[Mapping[str, Any]] = (),
+        artifacts: Sequence[str] = (),
     ) -> ACLMessage:
-        """A reply to this message's sender, in the same conversation, naming this message."""
+        """A reply to this message's sender, in the same conversation and protocol, naming this
+        message."""
         if self.message_id is None:
             raise ProtocolError("only a sent message (one with a message_id) can be replied to")
         return ACLMessage(
@@ -100,6 +119,8 @@ class ACLMessage(BaseModel):
             conversation_id=self.conversation_id,
             reply_to=self.message_id,
             evidence=tuple(dict(a) for a in evidence),
+            protocol=self.protocol,
+            artifacts=tuple(artifacts),
         )
 
     def envelope(self) -> dict[str, Any]:
@@ -121,6 +142,8 @@ class ACLMessage(BaseModel):
             reply_to=event.get("reply_to"),
             message_id=envelope.get("message_id"),
             evidence=tuple(envelope.get("evidence") or ()),
+            protocol=event.get("protocol"),  # absent in records made before protocols
+            artifacts=tuple(event.get("artifacts") or ()),
         )
 
 
@@ -158,6 +181,12 @@ class MessageBus:
                 raise ProtocolError(f"message id {message.message_id!r} was used already")
             assert message.message_id is not None
             if self.run is not None:
+                # protocol and artifacts only when set: other messages are recorded as before
+                extra: dict[str, Any] = {}
+                if message.protocol is not None:
+                    extra["protocol"] = message.protocol
+                if message.artifacts:
+                    extra["artifacts"] = list(message.artifacts)
                 self.run.log_event(
                     "message",
                     agent=message.sender,
@@ -167,6 +196,7 @@ class MessageBus:
                     conversation_id=message.conversation_id,
                     reply_to=message.reply_to,
                     content=message.envelope(),
+                    **extra,
                 )
             self._sent.append(message)
             self._by_id[message.message_id] = message

@@ -1,4 +1,4 @@
-"""The Auditor's six checks: pure functions of a draft and a mode.
+"""The Auditor's eight checks: pure functions of a draft and a mode.
 
 ::
 
@@ -11,7 +11,8 @@
 ======================= =================================================================
 check                   passes when
 ======================= =================================================================
-``success``             every reported task and every execution reported success
+``success``             every reported task and every execution reported success, and there
+                        was work to check (no reports and no executions is no success)
 ``evidence_quantity``   every claim cites at least the mode's number of anchors (1/2/3)
 ``evidence_structure``  every cited anchor has ``doc_id``, ``location``, ``snippet`` and a
                         ``content_hash`` digest (``sha256:<hex>``), and every reference
@@ -20,26 +21,34 @@ check                   passes when
 ``runtime_errors``      no execution or step recorded an error (or printed a traceback)
 ``unit_consistency``    every quantity a claim states agrees, in dimension and value, with
                         the computed result of the same name (see ``rar.agents._units``)
+``support``             every claim's numbers are in the passages it cites or were computed,
+                        and enough of its words are in them (see ``rar.agents.support``)
+``answers_question``    the answer addresses what was asked (``Draft.asked``): a value with
+                        a unit for a value question, named methods for a methods question,
+                        a stated cause for a why question, both sides for a comparison —
+                        and the corpus held passages that address the question at all
 ======================= =================================================================
 
-A failed check has severity ``error``, except the three evidence checks in ``owl_lite`` (a
-light audit), where it is a ``warning``; a passed check has severity ``info``. ``passed`` means
-every check passed; ``blocking`` means an ``error`` check failed. Each claim at fault gets one
-**challenge** (the content of a CHALLENGE message): ``resolve`` is ``JUSTIFY`` when more or
-better evidence would settle it (``needed_anchors`` says how many) and ``RETRACT`` when a
-computed result contradicts it.
+A failed check has severity ``error``, except the four evidence checks (quantity, structure,
+relevance, support) in ``owl_lite`` (a light audit), where it is a ``warning``; a passed check
+has severity ``info``. ``passed`` means every check passed; ``blocking`` means an ``error``
+check failed. Each claim at fault gets one **challenge** (the content of a CHALLENGE message):
+``resolve`` is ``JUSTIFY`` when more or better evidence would settle it (``needed_anchors`` says
+how many) and ``RETRACT`` when a computed result contradicts it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rar.agents import _units
+from rar.agents import _units, support
 from rar.agents.acl import ACLMessage, Performative
 from rar.agents.modes import Mode, Severity
+from rar.evidence.analysis import tokenize
 from rar.hashing import is_digest
 
 if TYPE_CHECKING:
@@ -81,12 +90,31 @@ class Execution(BaseModel):
     stderr: str = ""
 
 
+Kind = Literal["value", "methods", "explanation", "comparison", "definition", "general"]
+
+
+class Asked(BaseModel):
+    """What the question asks for, as the planner understood it (``rar.science.questions``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    text: str
+    kind: Kind = "general"
+    quantity: str | None = None
+    method: str | None = None
+    compared: list[str] = Field(default_factory=list)
+    terms: list[str] = Field(default_factory=list)
+    addressed: bool = True  # False: no passage above the threshold addresses the question
+
+
 class Draft(BaseModel):
     """What the Auditor is shown: the claims, the anchors they cite, the work behind them."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     answer: str = ""
+    asked: Asked | None = None
+    passages: dict[str, str] = Field(default_factory=dict)  # doc_id#location -> passage text
     claims: list[DraftClaim] = Field(default_factory=list)
     anchors: list[dict[str, Any]] = Field(default_factory=list)  # what references resolve to
     executions: list[Execution] = Field(default_factory=list)
@@ -228,7 +256,7 @@ def _result(name: str, found: Found, severity: Severity, ok: str) -> Check:
     return Check(name=name, passed=False, severity=severity, detail=detail, findings=findings)
 
 
-# --- the six checks ----------------------------------------------------------------------------
+# --- the checks --------------------------------------------------------------------------------
 
 
 def check_success(draft: Draft, mode: Mode) -> Check:
@@ -243,6 +271,8 @@ def check_success(draft: Draft, mode: Mode) -> Check:
         for i, e in enumerate(draft.executions)
         if e.status != "ok"
     ]
+    if not draft.reports and not draft.executions:
+        found.append((None, "no task reported and nothing was executed: there is no work to check"))
     ok = f"{len(draft.reports)} reports and {len(draft.executions)} executions succeeded"
     return _result("success", found, "error", ok)
 
@@ -318,6 +348,142 @@ def check_unit_consistency(draft: Draft, mode: Mode) -> Check:
     return _result("unit_consistency", found, "error", ok)
 
 
+def _computed(draft: Draft) -> list[float]:
+    values: list[float] = []
+    for execution in draft.executions:  # a failed computation's variables prove nothing
+        if execution.status == "ok" and execution.error is None:
+            support.computed_numbers(execution.variables, values)
+    return values
+
+
+def _source_text(draft: Draft, anchor: dict[str, Any]) -> str:
+    ref = f"{anchor.get('doc_id')}#{anchor.get('location')}"
+    return draft.passages.get(ref) or str(anchor.get("snippet") or "")
+
+
+def check_support(draft: Draft, mode: Mode) -> Check:
+    """Each claim's numbers are in its cited passages or computed; its words are in them (or in
+    the description of a computation: its method, fit, labels and columns)."""
+    mode = Mode(mode)
+    share_needed = support.WORD_SHARE[mode.value]
+    computed = _computed(draft)
+    described = " ".join(
+        support.computed_words(e.variables)
+        for e in draft.executions
+        if e.status == "ok" and e.error is None
+    )
+    found: Found = []
+    for cid, claim, anchors in _cited(draft):
+        sources = [_source_text(draft, a) for a in anchors if isinstance(a, dict)]
+        if not sources:
+            found.append((cid, f"{claim.text!r} cites no passage, so nothing supports it"))
+            continue
+        numbers = support.unsupported_numbers(claim.text, sources, computed)
+        if numbers:
+            found.append(
+                (cid, f"{', '.join(numbers)} in {claim.text!r} is neither in the cited "
+                 "passages nor computed")
+            )
+        share, missing = support.word_share(claim.text, [*sources, described])
+        if share < share_needed:
+            found.append(
+                (cid, f"only {share:.0%} of the words of {claim.text!r} are in the cited "
+                 f"passages ({mode} needs {share_needed:.0%}; missing: {', '.join(missing[:6])})")
+            )
+    ok = f"{len(draft.claims)} claims are supported by the passages they cite"
+    return _result("support", found, mode.policy.evidence_severity, ok)
+
+
+_CAUSAL = re.compile(
+    r"\b(because|since|due to|owing to|so that|therefore|thus|hence|leads? to|led to|"
+    r"results? in|resulting in|means that|is why|reflects?|arises?|explains?|caused?|causes|"
+    r"depends? on|as a result|consequently|which is why|drives?|gives? rise)\b",
+    re.IGNORECASE,
+)
+_CONTRAST = re.compile(
+    r"\b(whereas|unlike|than|while|compared|differs?|different|in contrast|both|but|"
+    r"instead|rather|however|same)\b",
+    re.IGNORECASE,
+)
+_METHOD_WORDS = re.compile(
+    r"\b(method|analysis|plot|equation|approach|technique|fit|regression|test|model|"
+    r"calculation|procedure|measurement|band|integration|spectroscopy|calorimetry)s?\b",
+    re.IGNORECASE,
+)
+
+
+def _mentions(text: str, phrase: str) -> bool:
+    words = [w for w in tokenize(phrase) if w]
+    have = set(tokenize(text))
+    return bool(words) and sum(w in have for w in words) * 2 >= len(words)
+
+
+def check_answers_question(draft: Draft, mode: Mode) -> Check:
+    """The answer addresses what was asked: a value, methods, a cause, a comparison."""
+    asked = draft.asked
+    if asked is None:
+        return Check(
+            name="answers_question", passed=True, severity="info",
+            detail="no question was given to check the answer against",
+        )
+    found: Found = []
+    texts = [claim.text for claim in draft.claims]
+    if not asked.addressed:
+        found.append((None, "no passage above the relevance threshold addresses the question's "
+                      f"terms ({', '.join(asked.terms[:8]) or 'none'}): the corpus does not "
+                      "answer it"))
+    elif not texts:
+        found.append((None, "the answer makes no claim"))
+    elif asked.kind == "value":
+        valued = [t for t in texts if _has_value(t)]
+        what = asked.quantity or "a value"
+        if not valued:
+            found.append((None, f"the question asks for {what}; no claim states a number "
+                          "with a unit"))
+    elif asked.kind == "methods":
+        named = {m.group(0).lower() for t in texts for m in _METHOD_WORDS.finditer(t)}
+        with_method = [t for t in texts if _METHOD_WORDS.search(t)]
+        if not with_method:
+            found.append((None, "the question asks for methods; no claim names one"))
+        elif asked.method is None and len(with_method) < 2 and len(named) < 2:
+            found.append((None, "the question asks for methods; only one is named"))
+    elif asked.kind == "explanation":
+        if not any(_CAUSAL.search(t) for t in texts):
+            found.append((None, "the question asks why or how; no claim states a cause or a "
+                          "mechanism"))
+    elif asked.kind == "comparison":
+        sides = [c for c in asked.compared if c.strip()]
+        if sides and not all(any(_mentions(t, side) for t in texts) for side in sides):
+            missing = [s for s in sides if not any(_mentions(t, s) for t in texts)]
+            found.append((None, f"the question compares {' and '.join(sides)}; the answer "
+                          f"says nothing about {', '.join(missing)}"))
+    named_kinds = ("value", "methods", "definition", "general")
+    if (
+        asked.method
+        and texts
+        and asked.kind in named_kinds
+        and not any(_mentions(t, asked.method) for t in texts)
+    ):
+        found.append((None, f"the question names {asked.method}; no claim is about it"))
+    ok = f"the answer addresses the {asked.kind} question"
+    return _result("answers_question", found, "error", ok)
+
+
+def _has_value(text: str) -> bool:
+    """A number followed by a unit pint reads (or a percentage) somewhere in the text."""
+    for match in _VALUE_WITH_UNIT.finditer(text.replace("−", "-")):
+        unit = match["unit"]
+        if unit == "%" or _units._read_unit(unit)[0] is not None:
+            return True
+    return False
+
+
+_VALUE_WITH_UNIT = re.compile(
+    r"\d(?:[\d.,]*\d)?(?:\s*(?:×|x)\s*10\S*)?\s*(?:±\s*[\d.]+\s*)?"
+    r"(?P<unit>%|(?:1/)?[^\W\d_][\w°µμΩÅ·*/^⁻⁰¹²³⁴⁵⁶⁷⁸⁹\-]*)"
+)
+
+
 CHECKS: tuple[Callable[[Draft, Mode], Check], ...] = (
     check_success,
     check_evidence_quantity,
@@ -325,6 +491,8 @@ CHECKS: tuple[Callable[[Draft, Mode], Check], ...] = (
     check_relevance,
     check_runtime_errors,
     check_unit_consistency,
+    check_support,
+    check_answers_question,
 )
 
 
@@ -336,7 +504,7 @@ def _error_text(error: Mapping[str, Any]) -> str:
 
 
 def audit(draft: Draft | Mapping[str, Any], mode: Mode | str) -> AuditReport:
-    """Run the six checks on a draft in a mode; challenge every claim at fault."""
+    """Run the eight checks on a draft in a mode; challenge every claim at fault."""
     draft = draft if isinstance(draft, Draft) else Draft.model_validate(draft)
     mode = Mode(mode)
     checks = [check(draft, mode) for check in CHECKS]
@@ -377,6 +545,11 @@ def challenges(draft: Draft, mode: Mode, checks: Sequence[Check]) -> list[Challe
     return challenged
 
 
-def log_audit(run: Run, report: AuditReport, *, agent: str = "auditor") -> int:
-    """Record the report as an ``audit`` event in the run's current span; returns its seq."""
-    return run.log_event("audit", agent=agent, report=report.model_dump(mode="json"))
+def log_audit(
+    run: Run, report: AuditReport, *, agent: str = "auditor", stage: str | None = None
+) -> int:
+    """Record the report as an ``audit`` event in the run's current span; returns its seq.
+
+    ``stage`` names which audit it is when a run has several (``draft``, ``final``)."""
+    extra = {"stage": stage} if stage is not None else {}
+    return run.log_event("audit", agent=agent, report=report.model_dump(mode="json"), **extra)

@@ -10,7 +10,8 @@
     net.start(task)                    # AWARDED -> IN_PROGRESS
     net.report(task, success=True, result={"Ea": "55.3 kJ/mol"})   # -> COMPLETED
 
-Messages (all in the task's conversation, ``conversation_id`` = the task id):
+Messages (all in the task's conversation, ``conversation_id`` = the task id, and all with
+``protocol`` = ``"fipa-contract-net"``):
 
 ======== ======================= ================= ==========================================
 step     performative            from -> to        content
@@ -48,6 +49,9 @@ from rar.agents._json import as_json
 from rar.agents.acl import ACLMessage, MessageBus, Performative
 from rar.agents.bdi import BDIState
 from rar.agents.errors import IllegalTransitionError, InvalidBidError, ProtocolError
+
+CONTRACT_NET_PROTOCOL = "fipa-contract-net"
+"""The ``protocol`` of every Contract Net message (FIPA's name for the interaction protocol)."""
 
 
 class TaskState(enum.StrEnum):
@@ -231,6 +235,7 @@ class ContractNet:
                 content={"task_id": task.task_id, **values},
                 conversation_id=task.task_id,
                 reply_to=task.cfp_id,
+                protocol=CONTRACT_NET_PROTOCOL,
             )
         )
         assert message.message_id is not None
@@ -296,8 +301,19 @@ class ContractNet:
         self._move(task, TaskState.IN_PROGRESS)
         return task
 
-    def report(self, task: Task | str, success: bool, result: Any = None) -> Task:
-        """The winner's REPORT (a reply to the AWARD): IN_PROGRESS → COMPLETED or FAILED."""
+    def report(
+        self,
+        task: Task | str,
+        success: bool,
+        result: Any = None,
+        *,
+        artifacts: Sequence[str] = (),
+    ) -> Task:
+        """The winner's REPORT (a reply to the AWARD): IN_PROGRESS → COMPLETED or FAILED.
+
+        ``artifacts``: names of the artifacts the work produced (figures, tables), carried by
+        the REPORT message.
+        """
         task = self.task(task)
         if not isinstance(success, bool):
             raise ProtocolError(f"report success must be True or False, not {success!r}")
@@ -313,6 +329,8 @@ class ContractNet:
                 content={"task_id": task.task_id, "success": success, "result": result},
                 conversation_id=task.task_id,
                 reply_to=task.award_id,
+                protocol=CONTRACT_NET_PROTOCOL,
+                artifacts=tuple(artifacts),
             )
         )
         task.success = success
@@ -360,6 +378,7 @@ class ContractNet:
                 content=content,
                 conversation_id=conversation_id,
                 reply_to=reply_to,
+                protocol=CONTRACT_NET_PROTOCOL,
             )
         )
 

@@ -120,15 +120,30 @@ def list_(ctx: click.Context, limit: int | None, show_all: bool, as_json: bool) 
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option(
-    "--json", "as_json", is_flag=True, help='Print {"manifest": ..., "events": [...]} as JSON.'
+    "--trace",
+    is_flag=True,
+    help="Show the trace entries instead: agent, message, tool, model, thinking level, hashes, "
+    "latency and whether each step is deterministic.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"manifest": ..., "events": [...]} as JSON (with --trace: one JSON object per '
+    "line and trace entry).",
 )
 @click.pass_context
-def show(ctx: click.Context, run_ref: str, as_json: bool) -> None:
+def show(ctx: click.Context, run_ref: str, trace: bool, as_json: bool) -> None:
     """Show a run's manifest summary and event timeline (RUN may be a unique id prefix)."""
-    from rar.cli.render import print_show
-
     store = _store(ctx)
     run_id = store.resolve(run_ref)
+    if trace:
+        from rar.cli.show_trace import print_trace
+
+        print_trace(store, run_id, as_json=as_json)
+        return
+    from rar.cli.render import print_show
+
     print_show(store, run_id, as_json=as_json)
 
 

@@ -1,7 +1,9 @@
 """``rar diff A B``: where two runs first diverge, and why (see :mod:`rar.replay.diff`).
 
 Exit 0 when the runs are equivalent, 1 when they differ, 2 for bad input (an unknown or ambiguous
-run id, or both arguments naming the same run). ``--json`` prints :meth:`RunDiff.as_dict`.
+run id, or both arguments naming the same run), 3 when ``--save`` cannot write the store.
+``--json`` prints :meth:`RunDiff.as_dict`; ``--save`` also writes it, and a Markdown report, to
+``<store>/diffs/<A>..<B>.json`` and ``.md`` (see :mod:`rar.replay.diff_report`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,14 @@ MAX_ROWS = 50
 @click.argument("run_a", metavar="A")
 @click.argument("run_b", metavar="B")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
+@click.option(
+    "--save",
+    is_flag=True,
+    help="Also write the diff to <store>/diffs/<A>..<B>.json and .md and print their paths "
+    "(on stderr with --json).",
+)
 @click.pass_context
-def diff_command(ctx: click.Context, run_a: str, run_b: str, as_json: bool) -> None:
+def diff_command(ctx: click.Context, run_a: str, run_b: str, as_json: bool, save: bool) -> None:
     """Compare run A with run B step by step: the first divergence and why, the answers,
     evidence, usage and manifests. Exit 0 when equivalent, 1 when different.
     """
@@ -34,11 +42,23 @@ def diff_command(ctx: click.Context, run_a: str, run_b: str, as_json: bool) -> N
     a_id, b_id = store.resolve(run_a), store.resolve(run_b)
     if a_id == b_id:
         raise ConfigError(f"both arguments name run {a_id}; give two different runs")
+    if save:
+        from rar.replay.diff_report import check_writable
+
+        check_writable(store)  # refused before anything is printed or written
     result = diff_runs(store, a_id, b_id)
     if as_json:
         emit_json(result.as_dict())
     else:
         print_diff(result)
+    if save:
+        from rar.replay.diff_report import save_diff
+
+        saved = save_diff(store, result)
+        if not as_json:
+            click.echo()
+        for path in (saved.json, saved.markdown):
+            click.echo(f"saved {path}", err=as_json)
     ctx.exit(0 if result.equivalent else 1)
 
 

@@ -10,6 +10,9 @@ import click
 from rar.cli.options import COUNT, SEED
 from rar.errors import ConfigError
 
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "off")
+"""``rar.science.planner_model.THINKING_LEVELS``, kept here to keep the CLI's start-up light."""
+
 
 @click.command("run")
 @click.argument("question", required=False)
@@ -34,7 +37,21 @@ from rar.errors import ConfigError
 @click.option(
     "--model",
     default=None,
-    help="planner:rule-based (offline, default), a profile, or provider:model.",
+    help="planner:rule-based (offline, default), a profile, provider:model, or auto: a "
+    "profile of the mode's category (s for owl_lite; l, else xl, else m otherwise).",
+)
+@click.option(
+    "--thinking",
+    type=click.Choice(THINKING_LEVELS),
+    default=None,
+    help="The planner model's thinking level, sent as its reasoning effort (default: the "
+    "mode's, minimal for owl_lite and high otherwise; off sends none).",
+)
+@click.option(
+    "--auditor",
+    default=None,
+    help="A model (profile or provider:model) that reviews each draft in the AuditSchema, "
+    "next to the rule checks (default: the rule checks alone).",
 )
 @click.option(
     "--max-steps",
@@ -64,6 +81,8 @@ def run_command(
     seed: int | None,
     corpus: str | None,
     model: str | None,
+    thinking: str | None,
+    auditor: str | None,
     max_steps: int | None,
     planner_fallback: str | None,
     as_json: bool,
@@ -94,6 +113,8 @@ def run_command(
         "model": model or spec.model,
         "max_steps": max_steps or spec.max_steps,
         "planner_fallback": planner_fallback or spec.planner_fallback,
+        "thinking": thinking or spec.thinking_level,
+        "auditor": auditor or spec.auditor,
     }
     if as_json:
         result = ask_question(spec.task, store=store, **settings)

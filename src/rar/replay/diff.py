@@ -22,7 +22,8 @@ A pair is, first match wins: ``different-request`` (request digests differ), ``e
 (an error in one run only, or different errors), ``different-response`` (llm) or
 ``different-result`` (other kinds) when the results differ, else ``same``. An llm result's
 ``cached`` and ``failures`` (cache hits, retried attempts) are ignored. A ``message``'s request is
-its header (performative, sender, receivers, conversation_id, reply_to), its result the content;
+its header (performative, sender, receivers, conversation_id, reply_to, and protocol and
+artifacts when it has them), its result the content;
 ``evidence`` and ``audit`` only have a result (anchors, report).
 
 **Verdict.** ``equivalent`` iff every aligned step is ``same`` and the final answers are equal
@@ -102,6 +103,7 @@ _MANIFEST_SKIP = frozenset(
     {"run_id", "created_at", "workspace", "status", "finished_at", "events", "head", "stats"}
 )
 _HEADER = ("performative", "sender", "receivers", "conversation_id", "reply_to")
+_OPTIONAL_HEADER = ("protocol", "artifacts")
 _REASONS = {
     "different-request": "the {kind} request differs",
     "different-response": "same request; the model answered differently",
@@ -292,7 +294,11 @@ def _outcome(store: Store, step: Step) -> dict[str, Any]:
 
 
 def _header(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: event.get(k) for k in _HEADER}
+    header = {k: event.get(k) for k in _HEADER}
+    for optional in _OPTIONAL_HEADER:  # only when recorded: older messages compare as before
+        if event.get(optional):
+            header[optional] = event[optional]
+    return header
 
 
 def _digest(ref: Any) -> str | None:

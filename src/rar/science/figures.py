@@ -1,24 +1,36 @@
 """SVG figures of the fits the Executor computes: pure Python, deterministic, escaped.
 
-When a computation fits a straight line to a data table (the Kissinger and Arrhenius analyses of
-:mod:`rar.science.tables`), the Executor records a plot of the fit as a run artifact::
+When a computation fits a data table (any analysis of :mod:`rar.science.analyses`), the
+Executor records a plot of the fit as a run artifact::
 
     record_fit_figure(run, result, index)   # artifacts/figures/kissinger-fit-1.svg, or nothing
 
-The figure is built on the host from what the sandbox already returned (the data table's
-columns and the fitted slope and intercept in the cell's variables), never by running code:
-no matplotlib, no randomness, no clock. The same variables give the same bytes, so a replayed
-run records the same artifact. Every text in the SVG is XML-escaped, and the SVG uses
+The figure is built on the host from what the sandbox already returned, never by running code:
+no matplotlib, no randomness, no clock. A cell that left a ``report`` with a ``plot`` is drawn
+from it: the points ``x``, ``y`` and either the straight line ``slope``/``intercept`` (in the
+plotted units) or a ``curve`` of ``[x, y]`` points (a non-linear fit such as Michaelis–Menten),
+with the headline result (``results[0]``, ± its standard error) and R² as the note. Older cells
+are drawn from their variables: ``beta`` and ``Tp`` (Kissinger), ``T`` and ``k`` (Arrhenius), or
+``x`` and ``y`` with an optional ``slope`` and ``intercept``. The artifact is named after the
+plot's kind, ``figures/<kind>-fit-<n>.svg``; a kind that is not a short lower-case word is
+drawn as ``linear``, so the name never depends on odd text from the cell.
+
+The same variables give the same bytes, so a replayed run records the same artifact. What the
+cell returned is checked before use (finite numbers, matching lengths, at most 1,000 points,
+texts cut at 200 characters). Every text in the SVG is XML-escaped, and the SVG uses
 presentation attributes only (no ``style``, no script), so it displays under a strict CSP.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
+
+from rar.science.analyses import shown
 
 if TYPE_CHECKING:
     from rar.runtime.run import Run
@@ -29,21 +41,28 @@ SVG_MEDIA_TYPE = "image/svg+xml"
 WIDTH, HEIGHT = 640, 420
 LEFT, RIGHT, TOP, BOTTOM = 78, 24, 48, 62  # plot margins
 _ATTR_ENTITIES = {'"': "&quot;", "'": "&apos;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
+MAX_POINTS, MAX_TEXT = 1000, 200
+# how a result's name is written in a figure's note
+_SYMBOLS = {"dH_act": "ΔH‡", "dS_act": "ΔS‡", "dG_act": "ΔG‡", "t_half": "t½", "C0": "C₀"}
 
 
 @dataclass(frozen=True, slots=True)
 class FitFigure:
-    """A straight-line fit to plot: the points, the line ``y = slope·x + intercept``, labels."""
+    """A fit to plot: the points, the line ``y = slope·x + intercept`` or a curve, labels."""
 
-    kind: str  # kissinger | arrhenius | linear: names the artifact
+    kind: (
+        str  # kissinger | arrhenius | eyring | michaelis_menten | linear | ...: names the artifact
+    )
     title: str
     x_label: str
     y_label: str
     xs: tuple[float, ...]
     ys: tuple[float, ...]
-    slope: float  # in the plotted units
+    slope: float  # in the plotted units (unused when there is a curve)
     intercept: float
     note: str = ""
+    curve: tuple[tuple[float, float], ...] = ()  # a fitted curve, drawn instead of the line
 
 
 # --- from a computation's result to a figure ---------------------------------------------------
@@ -60,9 +79,13 @@ def _numbers(value: Any) -> tuple[float, ...] | None:
     if not isinstance(value, Sequence) or isinstance(value, str | bytes):
         return None
     numbers = tuple(_number(v) for v in value)
-    if len(numbers) < 2 or any(n is None for n in numbers):
+    if not 2 <= len(numbers) <= MAX_POINTS or any(n is None for n in numbers):
         return None
     return tuple(n for n in numbers if n is not None)
+
+
+def _label(value: Any, default: str = "") -> str:
+    return value[:MAX_TEXT] if isinstance(value, str) else default
 
 
 def least_squares(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
@@ -144,13 +167,63 @@ def figure_from_variables(variables: Mapping[str, Any]) -> FitFigure | None:
     )
 
 
+def _headline(report: Mapping[str, Any]) -> str:
+    """``Ea = 125.1 ± 1.3 kJ/mol, R² = 0.9999`` from the report's first result and its R²."""
+    parts = []
+    results = report.get("results")
+    first = results[0] if isinstance(results, Sequence) and results else None
+    if isinstance(first, Mapping) and isinstance(first.get("name"), str):
+        value, stderr = _number(first.get("value")), _number(first.get("stderr"))
+        if value is not None:
+            name = _SYMBOLS.get(first["name"], first["name"])
+            unit = _label(first.get("unit"))
+            parts.append(f"{name} = {shown(value, stderr)} {unit}".rstrip())
+    r2 = _number(report.get("r_squared"))
+    if r2 is not None:
+        parts.append(f"R² = {r2:.4f}" if r2 < 0.99995 else f"R² = {r2:.6f}")
+    return _label(", ".join(parts))
+
+
+def figure_from_report(report: Mapping[str, Any]) -> FitFigure | None:
+    """The fit a cell's ``report["plot"]`` describes: a line, or a curve; None when unusable."""
+    plot = report.get("plot")
+    if not isinstance(plot, Mapping):
+        return None
+    xs, ys = _numbers(plot.get("x")), _numbers(plot.get("y"))
+    if not xs or not ys or len(xs) != len(ys):
+        return None
+    kind = plot.get("kind")
+    kind = kind if isinstance(kind, str) and _KIND.fullmatch(kind) else "linear"
+    labels = (
+        _label(plot.get("title"), "Fit"),
+        _label(plot.get("x_label"), "x"),
+        _label(plot.get("y_label"), "y"),
+    )
+    raw_curve = plot.get("curve")
+    if raw_curve is not None:
+        if not isinstance(raw_curve, Sequence) or not 2 <= len(raw_curve) <= MAX_POINTS:
+            return None
+        pairs = [_numbers(point) for point in raw_curve]
+        if any(pair is None or len(pair) != 2 for pair in pairs):
+            return None
+        curve = tuple((pair[0], pair[1]) for pair in pairs if pair is not None)
+        return FitFigure(kind, *labels, xs, ys, 0.0, 0.0, _headline(report), curve)
+    slope, intercept = _number(plot.get("slope")), _number(plot.get("intercept"))
+    if slope is None or intercept is None:
+        slope, intercept = least_squares(xs, ys)
+    return FitFigure(kind, *labels, xs, ys, slope, intercept, _headline(report))
+
+
 def fit_figure(result: Mapping[str, Any]) -> FitFigure | None:
     """The figure for a successful computation that fitted a line, else None (never raises)."""
     try:
         variables = result.get("variables")
         if result.get("status") != "ok" or not isinstance(variables, Mapping):
             return None
-        figure = figure_from_variables(variables)
+        report = variables.get("report")
+        figure = figure_from_report(report) if isinstance(report, Mapping) else None
+        if figure is None:
+            figure = figure_from_variables(variables)
     except (ArithmeticError, ValueError, TypeError):
         return None
     if figure is None or min(figure.xs) == max(figure.xs):
@@ -201,8 +274,12 @@ def _decimals(ticks: Sequence[float]) -> int:
 
 def render_svg(figure: FitFigure) -> str:
     """The figure as a standalone SVG document (text escaped, deterministic)."""
-    x_ticks = nice_ticks(min(figure.xs), max(figure.xs))
-    fitted = [figure.slope * x + figure.intercept for x in (x_ticks[0], x_ticks[-1])]
+    curve_xs = [x for x, _ in figure.curve]
+    x_ticks = nice_ticks(min(*figure.xs, *curve_xs), max(*figure.xs, *curve_xs))
+    if figure.curve:
+        fitted = [y for _, y in figure.curve]
+    else:
+        fitted = [figure.slope * x + figure.intercept for x in (x_ticks[0], x_ticks[-1])]
     y_ticks = nice_ticks(min(*figure.ys, *fitted), max(*figure.ys, *fitted))
     x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -261,10 +338,19 @@ def render_svg(figure: FitFigure) -> str:
         f'transform="rotate(-90 18 {_fmt(TOP + plot_h / 2)})">'
         f"{_text(figure.y_label)}</text>"
     )
-    out.append(
-        f'<line class="fit" x1="{_fmt(px(x0))}" y1="{_fmt(py(fitted[0]))}" '
-        f'x2="{_fmt(px(x1))}" y2="{_fmt(py(fitted[1]))}" stroke="#cf222e" stroke-width="2"/>'
-    )
+    if figure.curve:
+        points = " ".join(f"{_fmt(px(x))},{_fmt(py(y))}" for x, y in figure.curve)
+        out.append(
+            f'<polyline class="fit" points="{points}" fill="none" stroke="#cf222e" '
+            'stroke-width="2"/>'
+        )
+        rising = figure.curve[-1][1] > figure.curve[0][1]
+    else:
+        out.append(
+            f'<line class="fit" x1="{_fmt(px(x0))}" y1="{_fmt(py(fitted[0]))}" '
+            f'x2="{_fmt(px(x1))}" y2="{_fmt(py(fitted[1]))}" stroke="#cf222e" stroke-width="2"/>'
+        )
+        rising = figure.slope > 0
     out.append('<g class="points" fill="#0969da" stroke="#ffffff" stroke-width="1">')
     for x, y in zip(figure.xs, figure.ys, strict=True):
         out.append(
@@ -272,16 +358,17 @@ def render_svg(figure: FitFigure) -> str:
             f'data-x="{x:.6g}" data-y="{y:.6g}"/>'
         )
     out.append("</g>")
-    # the legend goes in the top corner the line leaves free
-    legend_x = LEFT + plot_w - 150 if figure.slope <= 0 else LEFT + 16
+    # the legend goes in the top corner the line (or curve) leaves free
+    legend_x = LEFT + plot_w - 150 if not rising else LEFT + 16
     legend_y = TOP + 14
+    fit_name = "fitted curve" if figure.curve else "least-squares fit"
     out += [
         f'<g class="legend" transform="translate({legend_x} {legend_y})">',
         '<rect x="-8" y="-12" width="150" height="40" fill="#ffffff" stroke="#e3e6eb"/>',
         '<circle cx="4" cy="0" r="4.5" fill="#0969da"/>',
         '<text x="16" y="4" fill="#1d2330">data</text>',
         '<line x1="-4" y1="18" x2="12" y2="18" stroke="#cf222e" stroke-width="2"/>',
-        '<text x="16" y="22" fill="#1d2330">least-squares fit</text>',
+        f'<text x="16" y="22" fill="#1d2330">{fit_name}</text>',
         "</g>",
         "</svg>",
     ]

@@ -10,6 +10,14 @@ Every agent's beliefs, desires and intentions are BDI state whose changes are in
 "Finalize first": a final answer is the hard requirement. If the planner runs out of steps, the
 orchestrator finalizes from what was found; extras (the argumentation graph of owl_full) never
 cost the answer.
+
+What the planner finalizes is audited once more (the ``final`` audit). In owl_dl and owl_full a
+claim that fails a check there is removed from the answer and listed as rejected (a RETRACT
+message, a rejected node of the argumentation graph); in owl_lite it stays, with the audit not
+passed. A planner may revise its plan when challenges remain (``plan`` again: a ``replan``
+event), at most :data:`MAX_REPLANS` times. A search for more evidence uses the question's terms
+and the planner's extra terms, never the challenged claim's own words: a passage cannot be found
+again by searching for what was copied from it.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from pydantic import ValidationError
 from rar.agents import (
     ACLMessage,
     ArgumentationFramework,
+    AuditReport,
     BDIState,
     ContractNet,
     Draft,
@@ -42,8 +51,10 @@ from rar.llm.types import Message
 from rar.runtime.run import Run, RunWaiting, error_value
 from rar.sandbox.result import VOLATILE_FIELDS
 from rar.science import protocol as p
+from rar.science.answer import render_answer
 from rar.science.figures import record_fit_figure
 from rar.science.planner import planner_message
+from rar.science.questions import Question, classify
 
 ResearchFn = Callable[[str, int], dict[str, Any]]
 ExecuteFn = Callable[[str], dict[str, Any]]
@@ -54,6 +65,9 @@ CAPABILITIES: dict[str, dict[str, tuple[float, float, float, float]]] = {
     "execute": {"executor": (0.9, 1.0, 2.0, 2.0), "researcher": (0.1, 0.1, 1.0, 1.0)},
     "audit": {"auditor": (0.95, 1.0, 1.0, 1.0), "researcher": (0.3, 0.2, 1.0, 1.0)},
 }
+
+
+MAX_REPLANS = 2  # how many times a planner may revise its plan after the first
 
 
 class WaitRequested(RunWaiting):
@@ -77,9 +91,11 @@ class Orchestrator:
         mode: Mode | str,
         max_steps: int,
         fallback: Callable[[], Client] | None = None,
+        auditor: Client | None = None,
     ) -> None:
         self.run = run
         self.client = client
+        self.auditor = auditor  # a model that reviews drafts too (rar.science.model_auditor)
         self._fallback_client = fallback  # the planner to use when the model is unavailable
         self.fell_back: dict[str, Any] | None = None
         self.notes: list[str] = []  # warnings about the setup, e.g. a missing library
@@ -93,14 +109,20 @@ class Orchestrator:
         }
         self.net = ContractNet(self.bus, manager="planner", bdi=self.bdi["planner"])
         self.anchors: dict[str, dict[str, Any]] = {}
+        self.passages: dict[str, str] = {}  # the whole text of each anchored passage
         self.executions: list[dict[str, Any]] = []
+        self.reports: list[dict[str, Any]] = []  # what each delegated task reported
         self.audit_report: dict[str, Any] | None = None
         self.challenges: list[dict[str, Any]] = []
+        self.rejected: list[dict[str, Any]] = []  # claims the final audit removed
+        self.plans = 0
+        self.question: Question = classify("")
 
     # --- the loop ----------------------------------------------------------------------------
 
     def answer(self, question: str) -> Outcome:
         self.bdi["planner"].desire("answer", question)
+        self.question = classify(question)
         messages = planner_message(question, self.mode.value)
         for _ in range(self.max_steps):
             response = self._plan(messages)
@@ -129,7 +151,9 @@ class Orchestrator:
                         is_error=not _succeeded(result),
                     )
                 )
-        return self._final(question, self._fallback(question), warning="step limit reached")
+        return self._final(
+            question, self._fallback(question, messages), warning="step limit reached"
+        )
 
     def _plan(self, messages: list[Message]) -> Any:
         """The planner's next turn; an unavailable model hands over to the fallback planner."""
@@ -160,8 +184,22 @@ class Orchestrator:
                 plan = p.Plan.model_validate(arguments)
             except ValidationError as exc:  # repair: the planner sees what to fix
                 return {"error": f"the plan does not match the Plan schema: {exc}"}
+            self.plans += 1
+            if self.plans > 1 + MAX_REPLANS:
+                return {
+                    "error": f"the plan was already revised {MAX_REPLANS} times; finalize with "
+                    "the claims the evidence supports"
+                }
+            if self.plans > 1:  # a revision: say what it answers
+                self.run.log_event(
+                    "replan",
+                    agent="planner",
+                    revision=self.plans - 1,
+                    goal=plan.goal,
+                    open_challenges=[str(c.get("claim")) for c in self.challenges],
+                )
             self.bdi["planner"].intend("plan", plan.model_dump(mode="json"))
-            return {"accepted": True, "steps": len(plan.steps)}
+            return {"accepted": True, "steps": len(plan.steps), "revision": self.plans - 1}
         if name == p.DELEGATE_RESEARCH:
             return self._delegate(
                 "research",
@@ -172,14 +210,12 @@ class Orchestrator:
             )
         if name == p.REQUEST_MORE_EVIDENCE:
             claim = str(arguments.get("claim", ""))
-            self.bdi["planner"].intend(f"justify:{claim}", arguments)
+            query = self._evidence_query(claim, str(arguments.get("query", "")))
+            self.bdi["planner"].intend(f"justify:{claim}", {**arguments, "query": query})
             result = self._delegate(
                 "research",
-                arguments,
-                lambda: {
-                    "claim": claim,
-                    **self._do_research(str(arguments.get("query", claim)), 8),
-                },
+                {**arguments, "query": query},
+                lambda: {"claim": claim, "query": query, **self._do_research(query, 8)},
             )
             # the planner answers the auditor's challenge with the new evidence
             self.bus.send(
@@ -225,7 +261,19 @@ class Orchestrator:
             with self.run.span(winner.contractor, agent=winner.contractor):
                 result = work()
             self.net.report(task, success=_succeeded(result), result=_summary(result))
+        self.reports.append(
+            {"task_id": task.task_id, "kind": kind, "success": _succeeded(result)}
+        )
         return result
+
+    def _evidence_query(self, claim: str, query: str) -> str:
+        """The question's words and the planner's extra words, without the claim's own."""
+        from rar.evidence.analysis import tokenize
+
+        question_words = set(tokenize(self.question.text))
+        claim_words = set(tokenize(claim)) - question_words
+        extra = [w for w in query.split() if not (set(tokenize(w)) & claim_words)]
+        return " ".join([self.question.text, *extra]).strip()
 
     # --- the agents' work --------------------------------------------------------------------
 
@@ -233,15 +281,21 @@ class Orchestrator:
         found = self._research(query, k)
         threshold = POLICIES[self.mode].min_relevance
         kept = [a for a in found.get("anchors", []) if float(a["relevance_score"]) > threshold]
+        texts = found.get("passages") or {}
         for anchor in kept:
-            self.anchors[f"{anchor['doc_id']}#{anchor['location']}"] = anchor
+            ref = f"{anchor['doc_id']}#{anchor['location']}"
+            self.anchors[ref] = anchor
+            if isinstance(texts.get(ref), str):
+                self.passages[ref] = texts[ref]
         if kept:
             self.run.log_event("evidence", agent="researcher", anchors=kept)
         self.bdi["researcher"].believe(
             f"query:{query}", [f"{a['doc_id']}#{a['location']}" for a in kept]
         )
+        kept_refs = {f"{a['doc_id']}#{a['location']}" for a in kept}
         return {
             "anchors": kept,
+            "passages": {ref: text for ref, text in texts.items() if ref in kept_refs},
             "tables": found.get("tables", []),
             "below_threshold": len(found.get("anchors", [])) - len(kept),
         }
@@ -255,23 +309,92 @@ class Orchestrator:
             if said not in self.notes:
                 self.notes.append(said)
         record_fit_figure(self.run, result, len(self.executions))  # a plot of a fit, if any
+        self._record_cell_files(result, len(self.executions))
         self.bdi["executor"].believe(
             f"cell:{len(self.executions)}",
             {"status": result.get("status"), "variables": result.get("variables", {})},
         )
         return result
 
-    def _do_audit(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        draft = Draft.model_validate(
+    def _record_cell_files(self, result: dict[str, Any], cell: int) -> None:
+        """Files a cell wrote become artifacts (``cells/<n>/<path>``), from the workspace or,
+        in a replay that did not run the cell, from the store (the recorded run saved them)."""
+        if result.get("status") != "ok":
+            return
+        from rar.hashing import digest_bytes
+
+        for item in result.get("artifacts") or []:
+            path, digest = str(item.get("path", "")), str(item.get("digest", ""))
+            data: bytes | None = None
+            source = self.run.workspace / path
+            try:
+                if source.is_file() and not source.is_symlink():
+                    data = source.read_bytes()
+            except OSError:
+                data = None
+            if data is None or digest_bytes(data) != digest:
+                try:
+                    data = self.run.store.get_blob(digest)
+                except Exception:  # gone or never saved: say so in the record, never crash
+                    self.run.log_event(
+                        "note", agent="executor", level="warning",
+                        text=f"cell {cell} wrote {path}, but its bytes are not in the store",
+                    )
+                    continue
+            name = f"cells/{cell}/{path}"
+            try:
+                self.run.artifact(
+                    name,
+                    data,
+                    media_type=str(item.get("media_type") or "application/octet-stream"),
+                    agent="executor",
+                )
+            except ValueError:  # a name artifacts/ cannot hold
+                continue
+
+    def asked(self) -> dict[str, Any]:
+        """What the question asks, and whether any kept passage addresses it (for the audit)."""
+        from rar.science.compose import addresses
+
+        q = self.question
+        return {
+            "text": q.text,
+            "kind": q.kind,
+            "quantity": q.quantity,
+            "method": q.method,
+            "compared": list(q.compared),
+            "terms": list(q.terms),
+            "addressed": addresses(q, self.passages) if self.passages else False,
+        }
+
+    def _draft(self, answer: str, claims: list[Any]) -> Draft:
+        return Draft.model_validate(
             {
-                "answer": str(arguments.get("draft", "")),
-                "claims": arguments.get("claims") or [],
+                "answer": answer,
+                "asked": self.asked(),
+                "claims": claims,
                 "anchors": list(self.anchors.values()),
+                "passages": self.passages,
                 "executions": self.executions,
+                "reports": self.reports,
             }
         )
+
+    def _audit(self, draft: Draft) -> AuditReport:
+        """The rule checks, and the auditor model's review when the run has one."""
         report = audit(draft, self.mode)
-        log_audit(self.run, report)
+        if self.auditor is not None:
+            from rar.science import model_auditor
+
+            with self.run.span("review", agent="auditor"):
+                check = model_auditor.review(self.auditor, draft, self.mode)
+            report = model_auditor.with_review(report, draft, check)
+        return report
+
+    def _do_audit(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        draft = self._draft(str(arguments.get("draft", "")), arguments.get("claims") or [])
+        report = self._audit(draft)
+        log_audit(self.run, report, stage="draft")
         for message in report.challenge_messages("auditor", ["planner"]):
             self.bus.send(message)
         result = report.model_dump(mode="json")
@@ -319,22 +442,45 @@ class Orchestrator:
 
     # --- finalizing ----------------------------------------------------------------------------
 
-    def _fallback(self, question: str) -> dict[str, Any]:
-        refs = sorted(self.anchors)[:3]
-        lines = [f"**Question.** {question}", ""] + [
-            f"- {self.anchors[r].get('snippet', '')[:200]} [{i + 1}]" for i, r in enumerate(refs)
-        ]
-        return {
-            "answer_markdown": "\n".join(lines) or question,
-            "evidence_used": refs,
-            "claims": [],
-            "confidence": 0.2,
-            "uncertainty": "the planner ran out of steps before finalizing",
-        }
+    def _fallback(self, question: str, messages: list[Message]) -> dict[str, Any]:
+        """The answer the rule-based planner composes from the conversation so far."""
+        from rar.llm.types import Request
+        from rar.science.planner import RuleBasedPlanner
+
+        call = RuleBasedPlanner().finalize_call(
+            Request(model="rule-based", messages=tuple(messages))
+        )
+        final = p.Finalize.model_validate(call.parsed_arguments()).model_dump()
+        final["confidence"] = min(float(final["confidence"]), 0.5)
+        final["uncertainty"] = (
+            f"{final.get('uncertainty') or ''}; the planner ran out of steps before finalizing, "
+            "so the offline composer answered from what was found"
+        ).lstrip("; ")
+        return final
 
     def _final(self, question: str, final: dict[str, Any], warning: str | None = None) -> Outcome:
         warnings = ([warning] if warning else []) + self.notes
         answer = final["answer_markdown"]
+        claims = [dict(claim) for claim in final.get("claims", [])]
+        report = self._final_audit(answer, claims)
+        if self.mode is not Mode.OWL_LITE:  # a claim that fails its checks leaves the answer
+            failing = _failing_claims(report)
+            if failing:
+                self.rejected = [
+                    {"claim": claims[index]["text"], "reasons": reasons}
+                    for index, reasons in failing.items()
+                ]
+                claims = [c for i, c in enumerate(claims) if i not in failing]
+                answer, _used = render_answer(
+                    question,
+                    claims,
+                    unanswered_reason="every claim drafted failed the audit",
+                )
+                report = self._final_audit(answer, claims)
+                warnings.append(
+                    f"{len(failing)} claim{'s' if len(failing) != 1 else ''} removed: "
+                    "failed the final audit"
+                )
         if self.fell_back is not None:
             said = (
                 f"the planner model {self.fell_back['failed']} was unavailable "
@@ -342,53 +488,86 @@ class Orchestrator:
             )
             warnings.append(said)
             answer = f"{answer}\n\n*Planned offline: {said}.*"
-        if self.audit_report is None or not self.audit_report.get("passed"):
-            warnings.append("the audit did not pass" if self.audit_report else "not audited")
-        used = [ref for ref in final.get("evidence_used", []) if ref in self.anchors]
-        kept = {str(claim.get("text")) for claim in final.get("claims", [])}
+        if not report.get("passed"):
+            warnings.append("the audit did not pass")
+        cited = {str(ref) for claim in claims for ref in claim.get("anchors", [])}
+        used = [
+            ref
+            for ref in dict.fromkeys([*final.get("evidence_used", []), *sorted(cited)])
+            if ref in self.anchors and (ref in cited or not claims)
+        ]
+        kept = {str(claim.get("text")) for claim in claims}
+        retracted = {str(c["claim"]): c["reasons"] for c in self.rejected}
         for challenge in self.challenges:  # a challenged claim left out of the answer is retracted
             claim = str(challenge.get("claim"))
-            if claim not in kept:
-                self.bus.send(
-                    ACLMessage(
-                        performative=Performative.RETRACT,
-                        sender="planner",
-                        receivers=("auditor",),
-                        content={"claim": claim, "reason": _reason(challenge)},
-                    )
+            if claim not in kept and claim not in retracted:
+                retracted[claim] = [_reason(challenge)]
+        for claim, reasons in retracted.items():
+            self.bus.send(
+                ACLMessage(
+                    performative=Performative.RETRACT,
+                    sender="planner",
+                    receivers=("auditor",),
+                    content={"claim": claim, "reason": "; ".join(str(r) for r in reasons)},
                 )
+            )
+        confidence = final.get("confidence")
+        if isinstance(confidence, int | float) and not report.get("passed"):
+            confidence = min(float(confidence), 0.5 if claims else 0.2)
         result: dict[str, Any] = {
             "question": question,
             "mode": self.mode.value,
             "answer": answer,
-            "claims": final.get("claims", []),
-            "confidence": final.get("confidence"),
+            "claims": claims,
+            "rejected": self.rejected,
+            "confidence": confidence,
             "uncertainty": final.get("uncertainty", ""),
             "anchors": [self.anchors[ref] for ref in used],
-            "audit": self.audit_report or {},
+            "audit": report,
             "executions": len(self.executions),
             "warnings": warnings,
         }
         if self.fell_back is not None:
             result["planner_fallback"] = self.fell_back
         if self.mode is Mode.OWL_FULL:
-            result["argumentation"] = self._argumentation(final)
+            result["argumentation"] = self._argumentation({**final, "claims": claims})
         self.bdi["planner"].drop_desire("answer")
         return Outcome(result, warnings)
+
+    def _final_audit(self, answer: str, claims: list[dict[str, Any]]) -> dict[str, Any]:
+        """The Auditor checks what is delivered: the finalized claims (``stage: final``)."""
+
+        def work() -> dict[str, Any]:
+            report = self._audit(self._draft(answer, claims))
+            log_audit(self.run, report, stage="final")
+            dumped: dict[str, Any] = report.model_dump(mode="json")
+            return dumped
+
+        result = self._delegate("audit", {"stage": "final", "claims": len(claims)}, work)
+        self.audit_report = result
+        self.bdi["auditor"].believe("final_audit", {"passed": result["passed"]})
+        return result
 
     def _argumentation(self, final: dict[str, Any]) -> dict[str, Any]:
         """Claims, their support, the auditor's challenges as attacks; the grounded extension."""
         try:
             graph = ArgumentationFramework()
             # claims numbered from 1, as the audit numbers them
-            for index, claim in enumerate(final.get("claims", []), start=1):
+            claims = list(final.get("claims", [])) + [
+                {"text": r["claim"], "anchors": [], "rejected": r["reasons"]} for r in self.rejected
+            ]
+            for index, claim in enumerate(claims, start=1):
                 support = [self.anchors.get(ref, {"ref": ref}) for ref in claim.get("anchors", [])]
                 graph.add(f"claim-{index}", claim.get("text", ""), support)
                 for number, challenge in enumerate(self.challenges, start=1):
-                    if challenge.get("claim") == claim.get("text"):
+                    if challenge.get("claim") == claim.get("text") and "rejected" not in claim:
                         attacker = f"challenge-{index}-{number}"
                         graph.add(attacker, _reason(challenge), [])
                         graph.attack(attacker, f"claim-{index}")
+                if "rejected" in claim:  # the final audit's findings defeat it
+                    attacker = f"audit-{index}"
+                    graph.add(attacker, "; ".join(str(r) for r in claim["rejected"]), [])
+                    graph.attack(attacker, f"claim-{index}")
             return graph.to_json()
         except Exception as exc:  # best-effort: never costs the answer
             return {"error": f"{type(exc).__name__}: {exc}"}
@@ -427,6 +606,19 @@ def _reason(challenge: dict[str, Any]) -> str:
     if isinstance(reasons, list) and reasons:
         return "; ".join(str(r) for r in reasons)
     return str(challenge.get("reason") or "challenged")
+
+
+def _failing_claims(report: dict[str, Any]) -> dict[int, list[str]]:
+    """Index (from 0) → reasons of each claim that failed an ``error`` check of the report."""
+    failing: dict[int, list[str]] = {}
+    for check in report.get("checks", []):
+        if check.get("passed") or check.get("severity") != "error":
+            continue
+        for finding in check.get("findings", []):
+            claim_id = str(finding.get("claim_id") or "")
+            if claim_id.startswith("claim-") and claim_id[6:].isdigit():
+                failing.setdefault(int(claim_id[6:]) - 1, []).append(str(finding["problem"]))
+    return failing
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:

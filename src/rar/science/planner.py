@@ -2,39 +2,49 @@
 
 It is a provider like any other (``complete(request) -> Response``), so the orchestrator has one
 code path for it and for real models. Its answer is a function of the conversation alone: it
-reads the question and the tool results so far and calls the next tool:
+reads the question and the tool results so far and calls the next tool.
 
-1. ``delegate_research`` for the question;
-2. ``delegate_execute`` when the question asks for a number and the evidence holds a table it
-   knows how to fit (Arrhenius: rate constants against temperature; Kissinger: peak temperatures
-   against heating rates);
-3. ``delegate_audit`` on the draft;
-4. ``request_more_evidence`` once for the first claim the auditor challenged;
-5. ``finalize`` with a cited answer, its claims, the evidence used, a confidence and what is
-   uncertain.
+1. ``plan`` for the kind of question (:func:`rar.science.questions.classify`): a value to
+   compute or look up, methods, an explanation, a comparison, a definition;
+2. ``delegate_research`` for the question;
+3. ``delegate_execute`` when the question asks for a value and a passage holds a data table an
+   analysis of :mod:`rar.science.analyses` applies to (chosen by the table's columns and the
+   question's words), then ``delegate_research`` for the passage describing that method when
+   none was found yet;
+4. ``delegate_audit`` on a draft composed for the question (:mod:`rar.science.compose`):
+   a computed value with its standard error, R², n and data range; values the corpus states;
+   methods by name with one line each; the sentences that state causes; both sides of a
+   comparison — each claim citing the passages it came from;
+5. ``request_more_evidence`` (the question's terms) for the first challenged claim, and a second
+   audit; if challenges remain, a revised ``plan`` that drops the claims the evidence does not
+   support (the orchestrator bounds revisions);
+6. ``finalize`` with the cited answer, its claims, the evidence used, a confidence and what is
+   uncertain — or, when no passage addresses the question, an answer that says so.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from typing import Any
 
 import orjson
 
+from rar.agents.support import WORD_SHARE, unsupported_numbers, word_share
 from rar.llm.types import FinishReason, Message, Request, Response, ToolCall, Usage
 from rar.science import protocol as p
-from rar.science.tables import Table, analysis_code
+from rar.science.analyses import Analysis, analyses_for
+from rar.science.answer import render_answer
+from rar.science.compose import addresses, select
+from rar.science.questions import Question, classify
+from rar.science.tables import Table
 
-_NUMERIC_QUESTION = re.compile(
-    r"\b(what|which|estimate|compute|calculate|determine|how (large|high|much))\b.*\b"
-    r"(activation energy|ea|value|energy|rate)\b",
-    re.IGNORECASE | re.DOTALL,
-)
+MAX_CLAIMS = 5
+Results = dict[str, list[dict[str, Any]]]
 
 
-def _results(request: Request) -> dict[str, list[dict[str, Any]]]:
+def _results(request: Request) -> Results:
     """Tool results so far, by tool name, oldest first (content is JSON from the orchestrator)."""
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: Results = {}
     for message in request.messages:
         if message.role == "tool" and message.name:
             try:
@@ -49,31 +59,167 @@ def _question(request: Request) -> str:
     return next((m.content or "" for m in request.messages if m.role == "user"), "")
 
 
+def _mode(request: Request) -> str:
+    system = next((m.content or "" for m in request.messages if m.role == "system"), "")
+    return next((mode for mode in WORD_SHARE if f"mode {mode}" in system), "owl_lite")
+
+
 def _call(name: str, step: int, **arguments: Any) -> ToolCall:
     text = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
     return ToolCall(id=f"call_{step}_{name}", name=name, arguments=text)
 
 
-def _anchors(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    anchors: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for name in (p.DELEGATE_RESEARCH, p.REQUEST_MORE_EVIDENCE):
-        for result in results.get(name, []):
-            for anchor in result.get("anchors", []):
-                key = f"{anchor.get('doc_id')}#{anchor.get('location')}"
-                if key not in seen:
-                    seen.add(key)
-                    anchors.append(anchor)
-    return anchors
+def _ref(item: dict[str, Any]) -> str:
+    return f"{item.get('doc_id')}#{item.get('location')}"
 
 
-def _tables(results: dict[str, list[dict[str, Any]]]) -> list[tuple[dict[str, Any], Table]]:
-    tables = []
-    for result in results.get(p.DELEGATE_RESEARCH, []):
-        for found in result.get("tables", []):
-            table = Table(tuple(found["columns"]), tuple(tuple(row) for row in found["rows"]))
-            tables.append((found, table))
-    return tables
+class Evidence:
+    """What the searches found so far: anchors (best first), passage texts, data tables."""
+
+    def __init__(self, results: Results) -> None:
+        self.anchors: dict[str, dict[str, Any]] = {}
+        self.passages: dict[str, str] = {}
+        self.tables: list[tuple[str, Table]] = []
+        for name in (p.DELEGATE_RESEARCH, p.REQUEST_MORE_EVIDENCE):
+            for result in results.get(name, []):
+                texts = result.get("passages") or {}
+                for anchor in result.get("anchors", []):
+                    ref = _ref(anchor)
+                    if ref not in self.anchors:
+                        self.anchors[ref] = anchor
+                        self.passages[ref] = str(texts.get(ref) or anchor.get("snippet", ""))
+                for found in result.get("tables", []):
+                    ref = _ref(found)
+                    table = Table(
+                        tuple(found["columns"]),
+                        tuple(tuple(row) for row in found["rows"]),
+                        str(found.get("caption", "")),
+                    )
+                    if ref in self.anchors and all(ref != r for r, _ in self.tables):
+                        self.tables.append((ref, table))
+
+    def relevance(self, ref: str) -> float:
+        return float(self.anchors.get(ref, {}).get("relevance_score", 0.0))
+
+    def ranked(self) -> list[str]:
+        return sorted(self.anchors, key=lambda ref: (-self.relevance(ref), ref))
+
+
+def _analysis(question: Question, evidence: Evidence) -> tuple[str, Analysis] | None:
+    """The table and analysis that answer the question: the method it names first, then the
+    most relevant table with an analysis reporting the asked quantity."""
+    candidates: list[tuple[int, float, str, Analysis]] = []
+    for ref, table in evidence.tables:
+        for rank, analysis in enumerate(
+            analyses_for(table, question.text, quantity=question.quantity)
+        ):
+            named = question.method is not None and (
+                coverage_of(question.method, analysis.method + " " + analysis.kind) > 0
+            )
+            candidates.append((0 if named else 1 + rank, -evidence.relevance(ref), ref, analysis))
+    if not candidates:
+        return None
+    _order, _score, ref, analysis = min(candidates, key=lambda c: (c[0], c[1], c[2]))
+    return ref, analysis
+
+
+def coverage_of(phrase: str, text: str) -> float:
+    from rar.evidence.analysis import tokenize
+
+    words = set(tokenize(phrase))
+    return len(words & set(tokenize(text))) / len(words) if words else 0.0
+
+
+def _fmt(value: float, stderr: float | None) -> tuple[str, str]:
+    """Value and standard error to the same place: the error's first one or two significant
+    digits; e-notation (``2.07e13``) outside 0.001–100000, which the unit checker reads."""
+    if not math.isfinite(value):
+        return str(value), ""
+    if stderr is None or not math.isfinite(stderr) or stderr <= 0:
+        return f"{value:.4g}", ""
+    digits = 2 if f"{stderr:e}"[0] in "12" else 1
+    scale = math.floor(math.log10(abs(value))) if value else 0
+    place = max(math.floor(math.log10(stderr)) - digits + 1, scale - 5)
+    if -3 <= scale < 5:
+        decimals = max(0, -place)
+        return f"{value:.{decimals}f}", f"{stderr:.{decimals}f}"
+    decimals = max(0, scale - place)
+    return (
+        f"{value / 10**scale:.{decimals}f}e{scale}",
+        f"{stderr / 10**scale:.{decimals}f}e{scale}",
+    )
+
+
+def _r2(value: float) -> str:
+    shown = f"{value:.4f}"
+    return f"{value:.6f}" if shown in ("1.0000", "-1.0000") else shown
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _value_claims(
+    report: dict[str, Any], table_ref: str, method_ref: str | None
+) -> list[dict[str, Any]]:
+    """One claim per computed result: value ± SE unit, then what it is and how it was obtained
+    (method, fit, R², n, range of the data), in the words of the computation's report."""
+    from rar.science.tables import split_header
+
+    cite = [table_ref] + ([method_ref] if method_ref and method_ref != table_ref else [])
+    r2, n = _number(report.get("r_squared")), report.get("n")
+    span = report.get("data_range") or {}
+    lo, hi = _number(span.get("min")), _number(span.get("max"))
+    how = [str(report.get("method") or "least-squares fit")]
+    if report.get("fit"):
+        how[0] += f" of {report['fit']}"
+    if r2 is not None:
+        how.append(f"R² = {_r2(r2)}")
+    if isinstance(n, int) and not isinstance(n, bool):
+        how.append(f"n = {n}")
+    if lo is not None and hi is not None:
+        column, unit = split_header(str(span.get("column") or ""))
+        unit = str(span.get("unit") or unit)
+        how.append(f"{column or 'data'} {lo:g}–{hi:g} {unit}".rstrip())
+    claims = []
+    for item in report.get("results", []):
+        value = _number(item.get("value"))
+        if value is None:
+            continue
+        shown, error = _fmt(value, _number(item.get("stderr")))
+        name, unit = str(item.get("name") or "value"), str(item.get("unit") or "")
+        label = str(item.get("label") or "")
+        quantity = f"{name} = {shown}" + (f" ± {error}" if error else "") + f" {unit}".rstrip()
+        what = f"{label}; " if label else ""
+        claims.append({"text": f"{quantity} ({what}{', '.join(how)})", "anchors": list(cite)})
+    return claims
+
+
+def _what(text: str) -> str:
+    """The name and label of a computed claim (``k = … (first-order rate constant; …``)."""
+    name = text.partition(" = ")[0]
+    label = text.partition("(")[2].partition(";")[0]
+    return f"{name} {label}"
+
+
+def _corroborate(claim: dict[str, Any], evidence: Evidence, need: int, mode: str) -> None:
+    """Add anchors until the claim cites ``need``: passages that hold its words as well."""
+    share = WORD_SHARE.get(mode, 0.5)
+    for ref in evidence.ranked():
+        if len(claim["anchors"]) >= need:
+            return
+        if ref in claim["anchors"]:
+            continue
+        text = evidence.passages.get(ref, "")
+        if word_share(claim["text"], [text])[0] >= share and not unsupported_numbers(
+            claim["text"], [text], []
+        ):
+            claim["anchors"].append(ref)
+
+
+_NEEDED = {"owl_lite": 1, "owl_dl": 2, "owl_full": 3}
 
 
 class RuleBasedPlanner:
@@ -88,8 +234,7 @@ class RuleBasedPlanner:
     def complete(self, request: Request) -> Response:
         results = _results(request)
         step = sum(1 for m in request.messages if m.role == "assistant") + 1
-        question = _question(request)
-        call = self._next(question, results, step)
+        call = self._next(_question(request), _mode(request), results, step)
         return Response(
             content=None if call.name != p.FINALIZE else "Finalizing.",
             tool_calls=(call,),
@@ -102,134 +247,220 @@ class RuleBasedPlanner:
             provider=self.name,
         )
 
-    def _next(self, question: str, results: dict[str, list[dict[str, Any]]], step: int) -> ToolCall:
+    def finalize_call(self, request: Request) -> ToolCall:
+        """The ``finalize`` call for the conversation as it stands (for a run out of steps)."""
+        step = sum(1 for m in request.messages if m.role == "assistant") + 1
+        question = classify(_question(request))
+        return self._finalize(question, _mode(request), _results(request), step)
+
+    # --- the next step ---------------------------------------------------------------------
+
+    def _next(self, text: str, mode: str, results: Results, step: int) -> ToolCall:
+        question = classify(text)
         if p.PLAN not in results:
-            steps = [{"action": p.DELEGATE_RESEARCH, "purpose": "find passages that answer it"}]
-            if _NUMERIC_QUESTION.search(question):
-                steps.append({"action": p.DELEGATE_EXECUTE,
-                              "purpose": "compute the value from a data table in the evidence"})
-            steps += [{"action": p.DELEGATE_AUDIT, "purpose": "check evidence, errors and units"},
-                      {"action": p.FINALIZE, "purpose": "answer with cited claims"}]
-            return _call(p.PLAN, step, goal=question, steps=steps,
-                         success_criteria="every claim cited by passages above the mode's "
-                         "relevance threshold; the audit passes")
+            return _call(p.PLAN, step, **_plan(question))
         if p.DELEGATE_RESEARCH not in results:
-            return _call(p.DELEGATE_RESEARCH, step, query=question, k=8)
-        if p.DELEGATE_EXECUTE not in results and _NUMERIC_QUESTION.search(question):
-            for found, table in _tables(results):
-                plan = analysis_code(table)
-                if plan is not None:
-                    purpose, code = plan
-                    source = f"{found.get('doc_id')}#{found.get('location')}"
-                    return _call(
-                        p.DELEGATE_EXECUTE, step, code=code, purpose=f"{purpose} (data: {source})"
-                    )
-        draft, claims = self._draft(question, results)
-        if p.DELEGATE_AUDIT not in results:
-            return _call(p.DELEGATE_AUDIT, step, draft=draft, claims=claims)
-        challenges = results[p.DELEGATE_AUDIT][-1].get("challenges", [])
-        if challenges and p.REQUEST_MORE_EVIDENCE not in results:
-            claim = str(challenges[0].get("claim", question))
-            return _call(p.REQUEST_MORE_EVIDENCE, step, claim=claim, query=f"{question} {claim}")
-        return self._finalize(question, results, step)
+            return _call(p.DELEGATE_RESEARCH, step, query=text, k=8)
+        evidence = Evidence(results)
+        if question.kind == "value" and p.DELEGATE_EXECUTE not in results:
+            chosen = _analysis(question, evidence)
+            if chosen is not None:
+                ref, analysis = chosen
+                code = f"{analysis.code.rstrip()}\nreport['source'] = {ref!r}  # the data\n"
+                return _call(
+                    p.DELEGATE_EXECUTE, step, code=code,
+                    purpose=f"{analysis.purpose} (data: {ref})",
+                )
+        computed = _computed_report(results)
+        researched = results.get(p.DELEGATE_RESEARCH, [])
+        if computed is not None and len(researched) < 2:
+            report, _table = computed
+            method = str(report.get("method") or "")
+            if _method_passage(method, evidence, exclude=_table) is None:
+                return _call(p.DELEGATE_RESEARCH, step, query=f"{method} {text}", k=8)
+        claims = self.draft(question, mode, results)
+        audits = results.get(p.DELEGATE_AUDIT, [])
+        if not audits:
+            return _call(p.DELEGATE_AUDIT, step, draft=_draft_text(claims, text), claims=claims)
+        challenges = audits[-1].get("challenges", [])
+        more = results.get(p.REQUEST_MORE_EVIDENCE, [])
+        if challenges and not more and claims:
+            claim = str(challenges[0].get("claim", text))
+            extra = " ".join(filter(None, [question.quantity, question.method]))
+            return _call(p.REQUEST_MORE_EVIDENCE, step, claim=claim, query=extra)
+        if more and len(audits) < 2:
+            return _call(p.DELEGATE_AUDIT, step, draft=_draft_text(claims, text), claims=claims)
+        unsupported = _unsupported(audits[-1])
+        if unsupported and len(results.get(p.PLAN, [])) < 2 and claims:
+            return _call(
+                p.PLAN, step,
+                goal=text,
+                steps=[{"action": p.FINALIZE,
+                        "purpose": "answer with the claims the evidence supports; drop "
+                                   f"{len(unsupported)} the audit could not support"}],
+                success_criteria="no claim left that the audit found unsupported",
+            )
+        return self._finalize(question, mode, results, step)
 
-    def _computed(self, results: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
-        for result in results.get(p.DELEGATE_EXECUTE, []):
-            variables = result.get("variables") or {}
-            if result.get("status") == "ok" and "Ea_kJ_per_mol" in variables:
-                return variables
-        return None
+    # --- composing -------------------------------------------------------------------------
 
-    def _draft(
-        self, question: str, results: dict[str, list[dict[str, Any]]]
-    ) -> tuple[str, list[dict[str, Any]]]:
-        anchors = _anchors(results)[:3]
-        refs = [f"{a['doc_id']}#{a['location']}" for a in anchors]
+    def draft(self, question: Question, mode: str, results: Results) -> list[dict[str, Any]]:
+        """The claims that answer the question, each citing the passages it came from."""
+        evidence = Evidence(results)
+        if not evidence.anchors or not addresses(question, evidence.passages):
+            return []
         claims: list[dict[str, Any]] = []
-        computed = self._computed(results)
+        computed = _computed_report(results)
+        related: set[str] | None = None  # with a computed value: passages on its data or method
         if computed is not None:
-            value = float(computed["Ea_kJ_per_mol"])
-            table_refs = [
-                f"{t['doc_id']}#{t['location']}"
-                for t in (
-                    r
-                    for result in results.get(p.DELEGATE_RESEARCH, [])
-                    for r in result.get("tables", [])
-                )
-            ]
-            cited = list(dict.fromkeys(table_refs[:1] + refs))[:3]  # each passage once
-            claims.append({"text": f"Ea = {value:.1f} kJ/mol", "anchors": cited})
-        for anchor in anchors:
-            sentence = _first_sentence(str(anchor.get("snippet", "")))
-            if sentence:
-                claims.append(
-                    {"text": sentence, "anchors": [f"{anchor['doc_id']}#{anchor['location']}"]}
-                )
-        draft = " ".join(claim["text"] for claim in claims) or f"No evidence found for: {question}"
-        return draft, claims
+            report, table_ref = computed
+            method = str(report.get("method") or "")
+            method_ref = _method_passage(method, evidence, table_ref)
+            values = _value_claims(report, table_ref, method_ref)
+            if question.quantity:  # the asked quantity first
+                values.sort(key=lambda c: -coverage_of(question.quantity or "", _what(c["text"])))
+            claims += values
+            document = table_ref.partition("#")[0]
+            related = {
+                ref for ref in evidence.anchors
+                if ref.partition("#")[0] == document or ref == method_ref
+            }
+        relevance = {ref: evidence.relevance(ref) for ref in evidence.anchors}
+        extra = 0
+        for picked in select(question, evidence.passages, relevance=relevance, limit=MAX_CLAIMS):
+            if len(claims) >= MAX_CLAIMS or (related is not None and extra >= 2):
+                break
+            if any(picked.text == c["text"] for c in claims):
+                continue
+            if related is not None and picked.ref not in related:
+                continue  # a value from another method or data set does not belong here
+            claims.append({"text": picked.text, "anchors": [picked.ref]})
+            extra += 1
+        need = _NEEDED.get(mode, 1)
+        for claim in claims:
+            _corroborate(claim, evidence, need, mode)
+        return claims
 
-    def _finalize(
-        self, question: str, results: dict[str, list[dict[str, Any]]], step: int
-    ) -> ToolCall:
-        _, claims = self._draft(question, results)
-        audit = (results.get(p.DELEGATE_AUDIT) or [{}])[-1]
-        retracted = {
-            str(c.get("claim"))
-            for c in audit.get("challenges", [])
-            if c.get("resolve") == "RETRACT"
-        }
-        kept = [c for c in claims if c["text"] not in retracted]
-        numbers: dict[str, int] = {}
-        for claim in kept:  # sources numbered in order of first citation
-            for ref in claim["anchors"]:
-                numbers.setdefault(ref, len(numbers) + 1)
-        lines = [f"**Question.** {question}", ""]
-        for claim in kept:
-            cites = "".join(f"[{numbers[ref]}]" for ref in claim["anchors"] if ref in numbers)
-            lines.append(f"- {claim['text']} {cites}".rstrip())
+    def _finalize(self, question: Question, mode: str, results: Results, step: int) -> ToolCall:
+        claims = self.draft(question, mode, results)
+        audits = results.get(p.DELEGATE_AUDIT, [])
+        last = audits[-1] if audits else {}
+        dropped = _unsupported(last)
+        kept = [c for c in claims if c["text"] not in dropped]
+        evidence = Evidence(results)
+        computed = _computed_report(results)
         if not kept:
-            lines.append("- The corpus holds no passage that answers this question.")
-        lines += ["", "**Sources.**"]
-        lines += [f"- [{n}] {ref.split('#')[0]}, {ref.split('#')[1]}" for ref, n in numbers.items()]
-        computed = self._computed(results)
-        confidence = 0.2 if not kept else (0.8 if audit.get("passed") else 0.5)
-        uncertainty = (
-            "the value rests on one small table; a wider temperature range would narrow it"
-            if computed
-            else "the answer summarises passages; nothing was computed"
-        )
+            reason = (
+                "no passage above the relevance threshold addresses "
+                + (", ".join(question.terms[:6]) or "the question")
+                if not addresses(question, evidence.passages)
+                else "the passages found do not support an answer the audit accepts"
+            )
+            answer, used = render_answer(question.text, [], unanswered_reason=reason)
+            return _call(
+                p.FINALIZE, step, answer_markdown=answer, claims=[], evidence_used=used,
+                confidence=0.1, uncertainty="nothing in the corpus answers the question",
+            )
+        lead = _lead(question, computed is not None)
+        answer, used = render_answer(question.text, kept, lead=lead)
+        if computed is not None:
+            uncertainty = (
+                "± is the standard error of the fit; it does not include systematic errors "
+                "(calibration, the model behind the method); the value holds for the range of "
+                "the data"
+            )
+        elif question.kind == "value":
+            uncertainty = "the value is as the corpus states it; nothing was recomputed"
+        else:
+            uncertainty = "the answer quotes the passages cited; nothing was computed"
+        confidence = 0.8 if last.get("passed") else 0.5
         return _call(
-            p.FINALIZE,
-            step,
-            answer_markdown="\n".join(lines),
-            claims=kept,
-            evidence_used=list(numbers),
-            confidence=confidence,
-            uncertainty=uncertainty,
+            p.FINALIZE, step, answer_markdown=answer, claims=kept, evidence_used=used,
+            confidence=confidence, uncertainty=uncertainty,
         )
 
 
-_TABLE_RULE = re.compile(r"\|?[\s:|-]+\|?")
+def _computed_report(results: Results) -> tuple[dict[str, Any], str] | None:
+    """The last successful computation's ``report`` and the table passage it used."""
+    executed = results.get(p.DELEGATE_EXECUTE, [])
+    for result in reversed(executed):
+        report = (result.get("variables") or {}).get("report")
+        if result.get("status") == "ok" and isinstance(report, dict) and report.get("results"):
+            source = str(report.get("source") or result.get("data") or "")
+            if not source:
+                source = _table_of(report, results)
+            return report, source
+    return None
 
 
-def _first_sentence(text: str) -> str:
-    """The first sentence of a passage's prose: headings left out, a table summarised."""
-    prose: list[str] = []
-    heading = ""
-    rows = 0
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("|"):
-            rows += 0 if _TABLE_RULE.fullmatch(stripped) else 1
-        elif stripped.startswith("#"):
-            heading = heading or stripped.lstrip("#").strip()
-        elif stripped:
-            prose.append(stripped)
-    body = " ".join(" ".join(prose).split()) or heading
-    if rows > 1 and body:  # a caption over a table: say what the table holds
-        return f"{body.rstrip(' :.')} (a table of {rows - 1} rows)."
-    match = re.search(r"(.{20,}?[.!?])(\s|$)", body)
-    return (match.group(1) if match else body[:200]).strip()
+def _table_of(report: dict[str, Any], results: Results) -> str:
+    """The table passage a report was computed from: the one whose columns it names."""
+    column = str((report.get("data_range") or {}).get("column") or "")
+    for result in results.get(p.DELEGATE_RESEARCH, []):
+        for found in result.get("tables", []):
+            if not column or column in found.get("columns", []):
+                return _ref(found)
+    return ""
+
+
+def _method_passage(method: str, evidence: Evidence, exclude: str) -> str | None:
+    """The most relevant passage, other than the table's, that names the method."""
+    name = " ".join(w for w in method.split() if w.lower() not in {"method", "fit", "plot"})
+    best: tuple[float, str] | None = None
+    for ref in evidence.ranked():
+        if ref == exclude:
+            continue
+        share = coverage_of(name or method, evidence.passages.get(ref, ""))
+        if share >= 0.5 and (best is None or share > best[0]):
+            best = (share, ref)
+    return best[1] if best else None
+
+
+def _unsupported(audit: dict[str, Any]) -> set[str]:
+    """Claims an audit challenged for what no more evidence settles: unsupported, off-question."""
+    return {
+        str(c.get("claim"))
+        for c in audit.get("challenges", [])
+        if set(c.get("checks", [])) & {"support", "unit_consistency"}
+    }
+
+
+def _draft_text(claims: list[dict[str, Any]], question: str) -> str:
+    return " ".join(c["text"] for c in claims) or f"No evidence found for: {question}"
+
+
+def _lead(question: Question, computed: bool) -> str:
+    if question.kind == "methods":
+        return "Methods the corpus describes:"
+    if question.kind == "value" and computed:
+        return "Computed from the data in the corpus (value ± standard error):"
+    return ""
+
+
+def _plan(question: Question) -> dict[str, Any]:
+    steps = [{"action": p.DELEGATE_RESEARCH, "purpose": "find passages that answer it"}]
+    if question.kind == "value":
+        steps.append({"action": p.DELEGATE_EXECUTE,
+                      "purpose": f"compute {question.quantity or 'the value'} from a data table "
+                                 "in the evidence, if one holds the data"})
+    what = {
+        "value": "the value with its unit, uncertainty and how it was obtained",
+        "methods": "the methods by name, one line each",
+        "explanation": "the sentences that state the causes",
+        "comparison": "what the passages say about each side and how they differ",
+        "definition": "the defining sentence and what supports it",
+        "general": "the sentences that address the question",
+    }[question.kind]
+    steps += [
+        {"action": p.DELEGATE_AUDIT, "purpose": "check evidence, support, errors and units"},
+        {"action": p.FINALIZE, "purpose": f"answer with {what}, each claim cited"},
+    ]
+    return {
+        "goal": question.text,
+        "steps": steps,
+        "success_criteria": "every claim supported by the passages it cites and above the "
+        "mode's relevance threshold; the answer addresses the question; the audit passes",
+    }
 
 
 def planner_message(question: str, mode: str) -> list[Message]:
@@ -238,7 +469,14 @@ def planner_message(question: str, mode: str) -> list[Message]:
         Message.system(
             f"You are the planner of a research team working in mode {mode}. Use the tools: "
             "research the question, compute what it asks for in the sandbox, have the auditor "
-            "check the draft, answer every challenge, then finalize with cited claims."
+            "check the draft, answer every challenge, then finalize with cited claims. "
+            "Answer the question that was asked: a value with its unit, standard error and "
+            "how it was obtained; methods by name; causes for a why question. A computation "
+            "should leave a `report` dict: {'method', 'fit', 'n', 'r_squared', 'data_range': "
+            "{'column', 'min', 'max', 'unit'}, 'results': [{'name', 'label', 'value', "
+            "'stderr', 'unit'}], 'plot': {'x', 'y', 'slope', 'intercept', 'x_label', "
+            "'y_label'}}. Every number in a claim must be in the passages it cites or computed; "
+            "if the corpus does not answer the question, say so."
         ),
         Message.user(question),
     ]

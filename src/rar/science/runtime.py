@@ -24,6 +24,14 @@ from rar.llm.profiles import Profiles
 from rar.runtime.run import Run
 from rar.science.orchestrator import Orchestrator
 from rar.science.planner import RuleBasedPlanner
+from rar.science.planner_model import (
+    AUTO,
+    auto_profile,
+    check_thinking,
+    default_thinking,
+    reasoning_effort,
+    takes_reasoning,
+)
 from rar.science.spec import DEFAULT_MODEL, MODES
 from rar.science.tables import parse_tables
 from rar.store.manifest import RunStatus
@@ -34,7 +42,10 @@ ENTRYPOINT = "rar.science.runtime:science_entry"
 PLANNER_FALLBACKS = ("rule-based", "none")
 
 
-def _client(run: Run, model: str) -> Client:
+def _client(run: Run, model: str, thinking: str | None = None) -> Client:
+    """The planner's client; a real model gets ``thinking`` as its ``reasoning_effort`` (the
+    rule-based planner ignores it, so its requests stay those recorded before thinking levels).
+    ``thinking=None`` (runs recorded before thinking levels) leaves the profile as it is."""
     if model == DEFAULT_MODEL or model.startswith("planner:"):
         return Client(
             RuleBasedPlanner(model.partition(":")[2] or "rule-based"),
@@ -42,7 +53,13 @@ def _client(run: Run, model: str) -> Client:
             profiles=Profiles(),
             cache=False,
         )
-    return Client(model, run=run)
+    if thinking is None:
+        return Client(model, run=run)
+    profiles = Profiles.load()
+    profile = profiles.resolve(model).model_copy(
+        update={"reasoning_effort": reasoning_effort(thinking)}
+    )
+    return Client(profile, run=run, profiles=profiles)
 
 
 def science_entry(
@@ -53,8 +70,16 @@ def science_entry(
     model: str = DEFAULT_MODEL,
     max_steps: int = 12,
     planner_fallback: str = "rule-based",
+    thinking: str | None = None,
+    auditor: str | None = None,
 ) -> dict[str, Any]:
-    """The entrypoint of a science run (recorded in its manifest, re-created by replay)."""
+    """The entrypoint of a science run (recorded in its manifest, re-created by replay).
+
+    ``thinking``: the planner model's thinking level (None in runs recorded before there were
+    levels: the profile's own setting applies). ``model="auto"`` is resolved by the mode.
+    """
+    if model == AUTO:
+        model = auto_profile(mode, Profiles.load()).name
     documents = Corpus.load(resolve_corpus(corpus))
     index = BM25Index.build(documents, index_directory(run.store.root, documents))
 
@@ -65,6 +90,7 @@ def science_entry(
                 {
                     "doc_id": hit.passage.doc_id,
                     "location": hit.passage.location,
+                    "caption": table.caption,
                     "columns": list(table.columns),
                     "rows": [list(row) for row in table.rows],
                 }
@@ -73,12 +99,18 @@ def science_entry(
             ]
             return {
                 "anchors": [hit.anchor().model_dump(mode="json") for hit in hits],
+                # the whole text of each passage: the planner composes from its sentences and
+                # the auditor checks claims against it (an anchor's snippet is cut at ~300 chars)
+                "passages": {
+                    f"{hit.passage.doc_id}#{hit.passage.location}": hit.passage.text
+                    for hit in hits
+                },
                 "tables": tables,
             }
 
         request = {
             "name": "search",
-            "version": "1",
+            "version": "2",
             "corpus": documents.digest,
             "args": {"query": query, "k": k},
         }
@@ -105,7 +137,7 @@ def science_entry(
     try:
         orchestrator = Orchestrator(
             run,
-            _client(run, model),
+            _client(run, model, thinking),
             research=research,
             execute=execute,
             mode=mode,
@@ -115,6 +147,7 @@ def science_entry(
                 if planner_fallback == "rule-based" and not offline
                 else None
             ),
+            auditor=Client(auditor, run=run) if auditor else None,
         )
         outcome = orchestrator.answer(question)
     finally:
@@ -145,6 +178,8 @@ class ScienceResult:
     argumentation: dict[str, Any] | None = None
     corpus_skipped: list[dict[str, Any]] = field(default_factory=list)
     planner_fallback: dict[str, Any] | None = None  # the model was unavailable: who planned
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # claims the audit removed
+    executions: int = 0  # sandbox cells run
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +195,8 @@ class ScienceResult:
             "argumentation": self.argumentation,
             "corpus_skipped": self.corpus_skipped,
             "planner_fallback": self.planner_fallback,
+            "rejected": self.rejected,
+            "executions": self.executions,
         }
 
     def _repr_markdown_(self) -> str:
@@ -187,9 +224,23 @@ def ask_question(
     seed: int = 0,
     max_steps: int = 12,
     planner_fallback: str = "rule-based",
+    thinking: str | None = None,
+    auditor: str | None = None,
     store: Store | str | Path | None = None,
 ) -> ScienceResult:
     """Record a science run that answers ``question`` over ``corpus``; return its result.
+
+    ``model``: ``planner:rule-based`` (offline, the default), a profile, ``provider:model``, or
+    ``"auto"``: a profile of the mode's category (``s`` for owl_lite; ``l``, else ``xl``, else
+    ``m`` for owl_dl and owl_full; see :mod:`rar.science.planner_model`).
+
+    ``thinking``: the planner model's thinking level, ``minimal``, ``low``, ``medium``, ``high``
+    or ``off`` (default: the mode's, minimal for owl_lite and high otherwise), sent as its
+    ``reasoning_effort`` and recorded in the run's inputs and config.
+
+    ``auditor``: a model (profile or ``provider:model``) that reviews each draft as well as the
+    rule checks, answering in the AuditSchema (see :mod:`rar.science.model_auditor`); None
+    (the default) audits with the rules alone.
 
     ``planner_fallback``: when the planner model is unavailable after its retries (connection
     refused, 5xx, rate limits), ``"rule-based"`` (the default) hands the planning over to the
@@ -212,10 +263,37 @@ def ask_question(
             f"unknown planner fallback {planner_fallback!r}; choose one of "
             f"{', '.join(PLANNER_FALLBACKS)}"
         )
+    level = default_thinking(mode) if thinking is None else check_thinking(thinking)
+    chosen: dict[str, Any] = {}
+    if model == AUTO:  # resolved once, here: the run records the profile it picked
+        picked = auto_profile(mode, Profiles.load())
+        model, chosen = picked.name, {"model_requested": AUTO, "model_category": picked.category}
     corpus_name = str(corpus)
     documents = Corpus.load(resolve_corpus(corpus_name))  # a bad corpus fails before recording
+    planner: dict[str, Any] = {
+        "provider": model.partition(":")[0],
+        "model": model.partition(":")[2],
+    }
     if not (model == DEFAULT_MODEL or model.startswith("planner:")):
-        Client(model).connect()  # an unknown model or a missing key fails before recording
+        # an unknown model or a missing key fails before recording
+        profile = Client(model).connect().profile
+        if thinking is None and level != "off" and not takes_reasoning(profile):
+            chosen["thinking_not_sent"] = (
+                f"{profile.provider}:{profile.model} takes no reasoning setting; the mode's "
+                f"level {level!r} is not sent (give --thinking to send one)"
+            )
+            level = "off"
+        planner = {"provider": profile.provider, "model": profile.model}
+        if profile.name != f"{profile.provider}:{profile.model}":
+            planner["profile"] = profile.name
+        if reasoning_effort(level) is not None:
+            planner["reasoning_effort"] = reasoning_effort(level)
+    auditor_models: list[dict[str, Any]] = []
+    if auditor:
+        checked = Client(auditor).connect().profile  # unknown or keyless: fail before recording
+        auditor_models.append(
+            {"provider": checked.provider, "model": checked.model, "role": "auditor"}
+        )
     run = execute(
         science_entry,
         inputs={
@@ -225,6 +303,8 @@ def ask_question(
             "model": model,
             "max_steps": max_steps,
             "planner_fallback": planner_fallback,
+            "thinking": level,
+            **({"auditor": auditor} if auditor else {}),
         },
         goal=question.strip(),
         store=store if isinstance(store, Store) or store is None else Store(store),
@@ -233,11 +313,14 @@ def ask_question(
         config={
             "mode": mode,
             "model": model,
+            **chosen,
+            "thinking": level,
             "max_steps": max_steps,
             "planner_fallback": planner_fallback,
+            "auditor": auditor or "rules",
         },
-        models=[{"provider": model.partition(":")[0], "model": model.partition(":")[2]}],
-        tools=[{"name": "search", "version": "1"}, {"name": "python", "version": "1"}],
+        models=[planner, *auditor_models],
+        tools=[{"name": "search", "version": "2"}, {"name": "python", "version": "1"}],
         tags={"kind": "science"},
     )
     return result_of(run.store, run.id)
@@ -264,4 +347,6 @@ def result_of(store: Store, run_id: str) -> ScienceResult:
         argumentation=result.get("argumentation"),
         corpus_skipped=list(result.get("corpus_skipped", [])),
         planner_fallback=result.get("planner_fallback"),
+        rejected=list(result.get("rejected", [])),
+        executions=int(result.get("executions") or 0),
     )

@@ -116,6 +116,8 @@ class MessageEvent(EventBase):
     conversation_id: str | None = None
     reply_to: str | None = None
     content: PayloadRef
+    protocol: str | None = Field(default=None, description="e.g. fipa-contract-net")
+    artifacts: list[str] = Field(default_factory=list, description="artifact names it refers to")
 
 
 class BdiUpdate(EventBase):
@@ -134,6 +136,16 @@ class EvidenceEvent(EventBase):
 class AuditEvent(EventBase):
     type: Literal["audit"] = "audit"
     report: PayloadRef
+    stage: str | None = Field(default=None, description="which audit: draft or final")
+
+
+class ReplanEvent(EventBase):
+    """The planner revised its plan: which revision, and the challenges still open."""
+
+    type: Literal["replan"] = "replan"
+    revision: int = Field(ge=1)
+    goal: str
+    open_challenges: list[str] = Field(default_factory=list)
 
 
 class CheckpointEvent(EventBase):
@@ -183,6 +195,7 @@ Event = Annotated[
     | CheckpointEvent
     | ReplayEvent
     | FallbackEvent
+    | ReplanEvent
     | NoteEvent,
     Field(discriminator="type"),
 ]
@@ -206,6 +219,7 @@ EVENT_MODELS: dict[str, type[EventBase]] = {
         CheckpointEvent,
         ReplayEvent,
         FallbackEvent,
+        ReplanEvent,
         NoteEvent,
     )
 }

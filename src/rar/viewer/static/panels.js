@@ -332,6 +332,8 @@ async function renderMessages(ctx, box) {
         h("dt", {}, "conversation"), h("dd", {}, ev.conversation_id ?? "—"),
         h("dt", {}, "reply to"), h("dd", {}, ev.reply_to ?? "—"),
         h("dt", {}, "message id"), h("dd", {}, env.id ?? "—"),
+        h("dt", {}, "protocol"), h("dd", {}, ev.protocol ?? "—"),
+        h("dt", {}, "artifacts"), h("dd", {}, (ev.artifacts || []).join(", ") || "—"),
         h("dt", {}, "span"), h("dd", {}, ev.span ?? "")),
       env.error ? h("div", { class: "error-box" }, `could not load the content: ${env.error}`)
         : h("pre", { class: "msg-content" }, json(env.body)),

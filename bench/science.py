@@ -34,16 +34,22 @@ REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = REPO / "tests" / "data" / "science_questions.yaml"
 SPECS = REPO / "src" / "rar" / "science" / "specs"
 CASES = [
-    ("prose question (owl_lite)",
-     ["run", "Why do narrow temperature ranges make Arrhenius estimates uncertain?"]),
+    (
+        "prose question (owl_lite)",
+        ["run", "Why do narrow temperature ranges make Arrhenius estimates uncertain?"],
+    ),
     ("Kissinger fit in the sandbox (owl_dl)", ["run", "--spec", str(SPECS / "kissinger.yaml")]),
 ]
 
 
 def timed(args: list[str], store: Path) -> tuple[float, str]:
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "rar", "--store", str(store), *args, "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "rar", "--store", str(store), *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return time.perf_counter() - started, out.stdout
 
 
@@ -66,28 +72,47 @@ def quality(only: str | None, mode: str | None, show: bool) -> list[Grade]:
         store = Store(tmp / "store")
         for entry in entries:
             started = time.perf_counter()
-            result = ask_question(entry.question, mode=mode or entry.mode, corpus=entry.corpus,
-                                  store=store)
+            result = ask_question(
+                entry.question, mode=mode or entry.mode, corpus=entry.corpus, store=store
+            )
             seconds = time.perf_counter() - started
             graded = grade(entry, result)
             grades.append(graded)
             status = replay(result.run_id, store=store).replay_status
-            got = "not answered" if not result.claims else (
-                f"{graded.found_value:g}" if graded.found_value is not None else
-                f"{len(result.claims)} claims")
-            rows.append([entry.id, entry.kind, expected(graded), got,
-                         "pass" if graded.passed else "FAIL",
-                         "passed" if result.audit.get("passed") else "not passed",
-                         str(status), f"{seconds:.2f}"])
+            got = (
+                "not answered"
+                if not result.claims
+                else (
+                    f"{graded.found_value:g}"
+                    if graded.found_value is not None
+                    else f"{len(result.claims)} claims"
+                )
+            )
+            rows.append(
+                [
+                    entry.id,
+                    entry.kind,
+                    expected(graded),
+                    got,
+                    "pass" if graded.passed else "FAIL",
+                    "passed" if result.audit.get("passed") else "not passed",
+                    str(status),
+                    f"{seconds:.2f}",
+                ]
+            )
             if show or not graded.passed:
                 print(f"\n## {entry.id} ({result.status})\n{result.answer}")
                 for problem in graded.problems:
                     print(f"  PROBLEM: {problem}")
     passed = sum(g.passed for g in grades)
-    print(table(["question", "kind", "expected", "answer gives", "grade", "audit", "replay",
-                 "run s"], rows,
-                title=f"answer quality: {passed}/{len(grades)} questions pass "
-                      f"(mode: {mode or 'per question'})"))
+    print(
+        table(
+            ["question", "kind", "expected", "answer gives", "grade", "audit", "replay", "run s"],
+            rows,
+            title=f"answer quality: {passed}/{len(grades)} questions pass "
+            f"(mode: {mode or 'per question'})",
+        )
+    )
     return grades
 
 
@@ -104,20 +129,43 @@ def timing(reps: int) -> None:
                 seconds, out = timed(["replay", run_id], store)
                 assert json.loads(out)["replay_status"] == "reproducible"
                 replays.append(seconds)
-        rows.append([label, f"{median(runs):.2f}", "<= 5", _common.verdict(median(runs) <= 5),
-                     f"{median(replays):.2f}", "<= 2", _common.verdict(median(replays) <= 2)])
-    print(table(["question", "rar run s (median)", "goal", "met", "rar replay s (median)",
-                 "goal", "met"], rows,
-                title=f"science: {reps} cold runs each, fresh store and process every time"))
+        rows.append(
+            [
+                label,
+                f"{median(runs):.2f}",
+                "<= 5",
+                _common.verdict(median(runs) <= 5),
+                f"{median(replays):.2f}",
+                "<= 2",
+                _common.verdict(median(replays) <= 2),
+            ]
+        )
+    print(
+        table(
+            [
+                "question",
+                "rar run s (median)",
+                "goal",
+                "met",
+                "rar replay s (median)",
+                "goal",
+                "met",
+            ],
+            rows,
+            title=f"science: {reps} cold runs each, fresh store and process every time",
+        )
+    )
 
 
 def main() -> None:
     args = _common.parse_args(
         __doc__.splitlines()[0],
-        [("--only", {"default": None, "help": "only questions whose id starts with this"}),
-         ("--mode", {"default": None, "help": "answer every question in this mode"}),
-         ("--show", {"action": "store_true", "help": "print every answer"}),
-         ("--no-timing", {"action": "store_true", "help": "skip the cold-process timings"})],
+        [
+            ("--only", {"default": None, "help": "only questions whose id starts with this"}),
+            ("--mode", {"default": None, "help": "answer every question in this mode"}),
+            ("--show", {"action": "store_true", "help": "print every answer"}),
+            ("--no-timing", {"action": "store_true", "help": "skip the cold-process timings"}),
+        ],
     )
     quality(args.only, args.mode, args.show)
     if not args.no_timing:

@@ -104,9 +104,10 @@ def test_the_quickstart_prints_the_computed_activation_energy_with_the_audit_pas
     fresh: tuple[Path, dict[str, str], str],
 ) -> None:
     _, _, output = fresh
-    value = re.search(r"Ea = (\d+(?:\.\d+)?) kJ/mol", output)
+    value = re.search(r"Ea = (\d+(?:\.\d+)?) ± (\d+(?:\.\d+)?) kJ/mol", output)
     assert value, output
     assert abs(float(value.group(1)) - 125.1) < 0.5  # the sandbox computed it
+    assert 0 < float(value.group(2)) < 1  # with the standard error of the fit
     audit = re.search(r"Audit passed: (\d+)/(\d+) checks", output)
     assert audit and audit.group(1) == audit.group(2), output
     assert re.search(r"Run \S+ \(completed\)", output), output

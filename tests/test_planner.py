@@ -69,7 +69,28 @@ def test_a_numeric_question_with_a_table_is_computed_in_the_sandbox() -> None:
         conversation(QUESTION, (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}))
     )
     assert name == p.DELEGATE_EXECUTE
-    assert "np.polyfit" in args["code"] and "arrhenius-worked-example" in args["purpose"]
+    assert "linregress" in args["code"] and "arrhenius-worked-example" in args["purpose"]
+    assert "report['source'] = 'arrhenius-worked-example#paragraph_4'" in args["code"]
+
+
+REPORT = {
+    "analysis": "arrhenius",
+    "method": "Arrhenius plot",
+    "fit": "ln k against 1/T",
+    "n": 3,
+    "r_squared": 0.9998,
+    "data_range": {"column": "T (K)", "min": 300.0, "max": 320.0, "unit": "K"},
+    "results": [
+        {"name": "Ea", "label": "activation energy", "value": 55.31, "stderr": 0.12,
+         "unit": "kJ/mol"},
+    ],
+    "source": "arrhenius-worked-example#paragraph_4",
+}  # fmt: skip
+EXECUTED = {"status": "ok", "variables": {"report": REPORT, "Ea_kJ_per_mol": 55.31}}
+CLAIM = (
+    "Ea = 55.31 ± 0.12 kJ/mol (activation energy; Arrhenius plot of ln k against 1/T, "
+    "R² = 0.9998, n = 3, T 300–320 K)"
+)
 
 
 def test_then_the_draft_is_audited_with_the_computed_claim() -> None:
@@ -77,28 +98,56 @@ def test_then_the_draft_is_audited_with_the_computed_claim() -> None:
         conversation(
             QUESTION,
             (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
-            (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
+            (p.DELEGATE_EXECUTE, EXECUTED),
+            (p.DELEGATE_RESEARCH, {"anchors": []}),  # the search for the method's passage
         )
     )
     assert name == p.DELEGATE_AUDIT
-    assert args["claims"][0]["text"] == "Ea = 55.3 kJ/mol"
+    assert args["claims"][0]["text"] == CLAIM
+    assert args["claims"][0]["anchors"] == ["arrhenius-worked-example#paragraph_4"]
 
 
-def test_a_challenge_is_answered_with_more_evidence_once_then_it_finalizes() -> None:
-    audit = {"passed": False, "challenges": [{"claim": "Ea = 55.3 kJ/mol", "resolve": "JUSTIFY"}]}
+def test_a_challenge_is_answered_with_more_evidence_then_audited_again_then_finalized() -> None:
+    audit = {"passed": False, "challenges": [{"claim": CLAIM, "resolve": "JUSTIFY",
+                                              "checks": ["evidence_quantity"]}]}  # fmt: skip
     results = [
         (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
-        (p.DELEGATE_EXECUTE, {"status": "ok", "variables": {"Ea_kJ_per_mol": 55.3}}),
+        (p.DELEGATE_EXECUTE, EXECUTED),
+        (p.DELEGATE_RESEARCH, {"anchors": []}),
         (p.DELEGATE_AUDIT, audit),
     ]
     name, args = next_call(conversation(QUESTION, *results))
-    assert name == p.REQUEST_MORE_EVIDENCE and args["claim"] == "Ea = 55.3 kJ/mol"
+    assert name == p.REQUEST_MORE_EVIDENCE and args["claim"] == CLAIM
+    assert "55.31" not in args["query"]  # the question's terms, not the claim's
     results.append((p.REQUEST_MORE_EVIDENCE, {"anchors": []}))
+    name, args = next_call(conversation(QUESTION, *results))
+    assert name == p.DELEGATE_AUDIT  # the draft with the new evidence is audited again
+    results.append((p.DELEGATE_AUDIT, {"passed": True, "challenges": []}))
     name, args = next_call(conversation(QUESTION, *results))
     assert name == p.FINALIZE
     final = p.Finalize.model_validate(args)
-    assert "Ea = 55.3 kJ/mol [1]" in final.answer_markdown
+    assert f"{CLAIM} [1]" in final.answer_markdown
     assert final.evidence_used == ["arrhenius-worked-example#paragraph_4"]
+    assert "standard error" in final.uncertainty
+
+
+def test_a_claim_the_audit_found_unsupported_is_left_out_after_a_replan() -> None:
+    unsupported = {"passed": False, "challenges": [{"claim": CLAIM, "resolve": "JUSTIFY",
+                                                    "checks": ["support"]}]}  # fmt: skip
+    results = [
+        (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}),
+        (p.DELEGATE_EXECUTE, EXECUTED),
+        (p.DELEGATE_RESEARCH, {"anchors": []}),
+        (p.DELEGATE_AUDIT, unsupported),
+        (p.REQUEST_MORE_EVIDENCE, {"anchors": []}),
+        (p.DELEGATE_AUDIT, unsupported),
+    ]
+    name, args = next_call(conversation(QUESTION, *results))
+    assert name == p.PLAN and "drop" in args["steps"][0]["purpose"]
+    results.append((p.PLAN, {"accepted": True, "revision": 1}))
+    name, args = next_call(conversation(QUESTION, *results))
+    assert name == p.FINALIZE
+    assert all(c["text"] != CLAIM for c in args["claims"])
 
 
 def test_the_planner_is_a_pure_function_of_the_conversation() -> None:
@@ -117,14 +166,14 @@ def test_tables_are_parsed_and_fitted() -> None:
     assert "Arrhenius" in purpose
 
 
-def test_claim_text_leaves_headings_out_and_summarises_tables() -> None:
-    from rar.science.planner import _first_sentence
+def test_claim_sentences_leave_headings_and_tables_out() -> None:
+    from rar.science.compose import sentences
 
     passage = "# Worked example\n\nThis example applies the method. It has two sentences."
-    assert _first_sentence(passage) == "This example applies the method."
-    table = "Data: peak temperatures\n\n| rate | Tp |\n|---|---|\n| 2 | 412.4 |\n| 5 | 422.5 |"
-    assert _first_sentence(table) == "Data: peak temperatures (a table of 2 rows)."
-    assert _first_sentence("# Only a heading here") == "Only a heading here"
+    assert sentences(passage) == ["This example applies the method.", "It has two sentences."]
+    table = "Data: peak temperatures.\n\n| rate | Tp |\n|---|---|\n| 2 | 412.4 |\n| 5 | 422.5 |"
+    assert sentences(table) == ["Data: peak temperatures."]
+    assert sentences("# Only a heading here") == []
 
 
 def test_a_claim_cites_each_passage_once(tmp_path: Path) -> None:
@@ -141,7 +190,8 @@ def test_a_claim_cites_each_passage_once(tmp_path: Path) -> None:
     # the computed value cites its data table and the other passages found, the table once
     # although it is both the table the value was computed from and a passage found
     (value,) = [c for c in result.claims if c["text"].startswith("Ea = ")]
-    assert re.fullmatch(r"Ea = \d+\.\d kJ/mol", value["text"]), value
+    pattern = r"Ea = \d+\.\d+ ± \d+\.\d+ kJ/mol \(activation energy; Kissinger"
+    assert re.match(pattern, value["text"]), value
     assert len(value["anchors"]) >= 2 and any("kissinger" in ref for ref in value["anchors"])
     # the rendered answer: each claim's line carries each source number once
     claims_part = result.answer.split("**Sources.**")[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,9 @@ def test_numeric_questions_are_computed_in_the_sandbox(
     code, out, err = rar(store_path, "run", "--spec", str(SPECS / spec), "--json")
     assert code == 0, err
     data = orjson.loads(out)
-    assert f"Ea = {expected:.1f} kJ/mol" in data["answer"]
+    value = re.search(r"Ea = (\d+\.\d+) ± (\d+\.\d+) kJ/mol", data["answer"])
+    assert value, data["answer"]
+    assert abs(float(value.group(1)) - expected) < 0.05 and float(value.group(2)) < 1
 
 
 def test_verify_reports_a_changed_passage_the_run_cites(store_path: Path, tmp_path: Path) -> None:
@@ -350,7 +353,9 @@ def test_a_real_model_drives_the_same_loop_through_a_provider(
     assert [a["location"] for a in result.anchors] == ["paragraph_4"]
     assert p.DELEGATE_RESEARCH in tools_sent and p.FINALIZE in tools_sent
     assert tool_reply["role"] == "tool" and "uncertainty-and-error-sources" in tool_reply["content"]
-    assert "not audited" in result.warnings  # this model skipped the audit
+    # this model skipped the audit it could ask for; what it delivered is audited all the same
+    assert [c["name"] for c in result.audit["checks"]][-2:] == ["support", "answers_question"]
+    assert result.audit["passed"], result.audit
 
 
 def test_without_a_sandbox_the_code_is_refused_and_the_run_still_answers(

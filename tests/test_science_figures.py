@@ -381,7 +381,7 @@ def _no_fit(run: Any) -> dict[str, Any]:
 @needs_sandbox
 def test_a_science_run_on_the_demo_corpus_records_its_fit(store: Store) -> None:
     result = ask_question(KISSINGER, mode="owl_full", store=store)
-    assert "Ea = 125.1 kJ/mol" in result.answer
+    assert "Ea = 125.12 ± 0.19 kJ/mol" in result.answer
     [artifact] = artifacts_of(store, result.run_id)
     assert artifact["name"] == "figures/kissinger-fit-1.svg"
     assert artifact["media_type"] == "image/svg+xml"

@@ -85,14 +85,32 @@ def test_the_mode_sets_the_thinking_level_sent_as_reasoning_effort(
     server: Any, store_path: Path, mode: str, level: str
 ) -> None:
     _script(server)
-    result = ask_question(QUESTION, mode=mode, model="openai:gpt-test", store=store_path)
+    result = ask_question(QUESTION, mode=mode, model="openai:o4-mini", store=store_path)
     assert _efforts(server) == [level, level]
     manifest = Store(store_path).manifest(result.run_id)
     assert manifest.config["thinking"] == level
     assert manifest.inputs["thinking"].value == level
     assert manifest.models == [
-        {"provider": "openai", "model": "gpt-test", "reasoning_effort": level}
+        {"provider": "openai", "model": "o4-mini", "reasoning_effort": level}
     ]
+
+
+def test_a_model_that_takes_no_reasoning_setting_gets_none_unless_asked(
+    server: Any, store_path: Path
+) -> None:
+    """gpt-4o-class models refuse reasoning_effort: the mode's level is not sent (and the record
+    says why); an explicit --thinking is."""
+    _script(server)
+    result = ask_question(QUESTION, mode="owl_dl", model="openai:gpt-test", store=store_path)
+    assert _efforts(server) == [None, None]
+    config = Store(store_path).manifest(result.run_id).config
+    assert config["thinking"] == "off" and "takes no reasoning setting" in config[
+        "thinking_not_sent"
+    ]
+    _script(server)
+    ask_question(QUESTION, mode="owl_dl", model="openai:gpt-test", thinking="low",
+                 store=store_path)  # fmt: skip
+    assert _efforts(server)[-2:] == ["low", "low"]
 
 
 def test_thinking_overrides_the_mode_on_the_command_line(server: Any, store_path: Path) -> None:

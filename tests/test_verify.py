@@ -316,3 +316,19 @@ def test_a_run_that_finished_twice_is_compared_with_its_last_run_finished(store:
     path.write_bytes(orjson.dumps(manifest))
     [problem] = verify_store(store, [run.id]).problems
     assert problem.what == "manifest-changed" and problem.seq == last["seq"]
+
+
+def test_a_flipped_key_is_a_damaged_event_not_an_internal_error(store: Store) -> None:
+    """One bit flipped in a snapshot line's "tree" key: reported as a damaged event (it once
+    escaped as KeyError: 'tree')."""
+    run = record_small_run(store)
+    path = _log(store, run.id)
+    data = path.read_bytes()
+    at = data.index(b'"tree"')
+    flipped = bytearray(data)
+    flipped[at + 4] ^= 0x04  # "tree" -> "tra"... one bit: e (0x65) -> a (0x61)
+    path.write_bytes(bytes(flipped))
+    report = verify_store(store, [run.id])  # must not raise
+    assert not report.ok
+    shape = [p for p in report.problems if p.what == "event-shape"]
+    assert shape and "not a valid snapshot event" in shape[0].detail, report.problems

@@ -115,7 +115,7 @@ def _record_runs(store: Store) -> dict[str, str]:
     ids["evil"] = ask_question(
         "What activation energy do the Kissinger DSC data give?",
         corpus=evil,
-        mode="owl_dl",
+        mode="owl_lite",  # one passage: owl_dl would (rightly) drop a claim it alone supports
         store=store,
     ).run_id
     for doc in corpus.rglob("*.md"):
@@ -193,9 +193,9 @@ def test_run_list_shows_recorded_runs(world: dict[str, Any], page: Any) -> None:
     page.select_option("#status-filter", "completed")
     sync_api.expect(rows).to_have_count(sum(r["status"] == "completed" for r in listed))
     page.select_option("#status-filter", "")
-    # mode and model filters: only the two science runs are owl_lite; one run ran model-x
+    # mode and model filters: three science runs are owl_lite; one run ran model-x
     page.select_option("#mode-filter", "owl_lite")
-    sync_api.expect(rows).to_have_count(2)
+    sync_api.expect(rows).to_have_count(3)
     sync_api.expect(page.locator(f'tr[data-id="{ids["edited"]}"]')).to_be_visible()
     page.select_option("#mode-filter", "")
     page.select_option("#model-filter", "model-x")

@@ -339,11 +339,16 @@ def check_unit_consistency(draft: Draft, mode: Mode) -> Check:
     compared = 0
     for cid, claim, _anchors in _cited(draft):
         for stated in _units.claim_quantities(claim.text):
-            for result in _units.computed_for(stated.name, computed):
-                compared += 1
-                reason = _units.disagreement(stated, result)
-                if reason is not None:
-                    found.append((cid, reason))
+            results = _units.computed_for(stated.name, computed)
+            if not results:
+                continue
+            compared += 1
+            # a result may be computed in several units (Ea in kJ/mol and in eV): the claim
+            # must agree with one of them; it is at fault when it agrees with none
+            reasons = [_units.disagreement(stated, result) for result in results]
+            if all(reason is not None for reason in reasons):
+                same = [r for r in reasons if r is not None and "has dimension" not in r]
+                found.append((cid, (same or reasons)[0] or ""))
     ok = f"{compared} claimed quantities agree with the computed results"
     return _result("unit_consistency", found, "error", ok)
 
@@ -397,7 +402,8 @@ def check_support(draft: Draft, mode: Mode) -> Check:
 _CAUSAL = re.compile(
     r"\b(because|since|due to|owing to|so that|therefore|thus|hence|leads? to|led to|"
     r"results? in|resulting in|means that|is why|reflects?|arises?|explains?|caused?|causes|"
-    r"depends? on|as a result|consequently|which is why|drives?|gives? rise)\b",
+    r"depends? on|as a result|consequently|which is why|drives?|gives? rise|makes?|made|"
+    r"allows?|enables?|prevents?|so)\b",
     re.IGNORECASE,
 )
 _CONTRAST = re.compile(

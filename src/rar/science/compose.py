@@ -732,14 +732,22 @@ class _Sentence:
 
 
 def _candidates(
-    question: Question, passages: Mapping[str, str], relevance: Mapping[str, float]
+    question: Question,
+    passages: Mapping[str, str],
+    relevance: Mapping[str, float],
+    *,
+    by_passage: bool = False,
 ) -> list[_Sentence]:
+    """Sentences sharing a key term with the question; with ``by_passage``, also the sentences
+    of a passage that does (its heading included: "## Vickers hardness" over "The Vickers test
+    uses …"), at half the passage's coverage."""
     keys = _keys(question)
     out = []
     for ref, text in passages.items():
+        whole = _coverage(keys, text, frozenset(tokenize(text))) if by_passage else 0.0
         for index, sentence in enumerate(sentences(text)):
             tokens = frozenset(tokenize(sentence))
-            share = _coverage(keys, sentence, tokens)
+            share = max(_coverage(keys, sentence, tokens), 0.5 * whole)
             if share > 0:
                 out.append(_Sentence(ref, index, sentence, tokens, share, relevance.get(ref, 0.0)))
     return out
@@ -839,12 +847,30 @@ def _previous_ref(ref: str) -> str | None:
     return f"{match.group(1)}{int(match.group(2)) - 1}" if match else None
 
 
-def _select_explanation(cands: list[_Sentence]) -> list[Picked]:
+def _select_explanation(
+    question: Question, cands: list[_Sentence], passages: Mapping[str, str]
+) -> list[Picked]:
     scored = []
     for s in cands:
         cue = 0.4 if _CAUSAL_STRONG.search(s.text) else 0.2 if _CAUSAL_WEAK.search(s.text) else 0
         if cue:
             scored.append((s.coverage + cue + 0.3 * s.relevance, s))
+    # a sentence that states the question's subject is often followed by the one giving its
+    # cause ("Many … are artefacts … . Because the fitted values … are correlated, …"): that
+    # cause answers the why, though it repeats none of the question's words
+    seen = {(s.ref, s.text) for _score, s in scored}
+    for s in cands:
+        if s.coverage < 0.5:
+            continue
+        following = sentences(passages.get(s.ref, ""))[s.index + 1 : s.index + 2]
+        for text in following:
+            if (s.ref, text) in seen or not _CAUSAL_STRONG.search(text):
+                continue
+            follower = _Sentence(
+                s.ref, s.index + 1, text, frozenset(tokenize(text)), s.coverage, s.relevance
+            )
+            scored.append((s.coverage + 0.45 + 0.3 * s.relevance, follower))
+            seen.add((s.ref, text))
     return _ranked(scored)
 
 
@@ -1207,9 +1233,11 @@ def select(
     if question.kind == "value":
         picks = _select_value(question, cands, passages)
     elif question.kind == "methods":
-        picks = _select_methods(cands, passages)
+        picks = _select_methods(
+            _candidates(question, passages, relevance or {}, by_passage=True), passages
+        )
     elif question.kind == "explanation":
-        picks = _select_explanation(cands)
+        picks = _select_explanation(question, cands, passages)
     elif question.kind == "comparison":
         picks = _select_comparison(question, cands)
     elif question.kind == "definition":

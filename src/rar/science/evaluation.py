@@ -114,9 +114,7 @@ _NUMBER = r"[-−+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 def values_in(text: str, unit: str) -> list[float]:
     """Numbers followed (possibly after ``± error``) by ``unit`` in ``text``."""
     text = text.replace("−", "-")
-    pattern = re.compile(
-        rf"({_NUMBER})\s*(?:(?:±|\+/-)\s*{_NUMBER}\s*)?{re.escape(unit)}(?![\w/])"
-    )
+    pattern = re.compile(rf"({_NUMBER})\s*(?:(?:±|\+/-)\s*{_NUMBER}\s*)?{re.escape(unit)}(?![\w/])")
     return [float(m.group(1)) for m in pattern.finditer(text)]
 
 
@@ -168,8 +166,10 @@ def grade(entry: Entry, result: Any) -> Grade:
 
 
 def _computed(data: Mapping[str, Any]) -> bool:
-    return any("standard error" in str(c.get("text", "")) or "±" in str(c.get("text", ""))
-               for c in data.get("claims", []))
+    return any(
+        "standard error" in str(c.get("text", "")) or "±" in str(c.get("text", ""))
+        for c in data.get("claims", [])
+    )
 
 
 def summary(grades: Sequence[Grade]) -> tuple[int, int]:

@@ -54,9 +54,7 @@ def _prompt(draft: Draft, mode: Mode) -> list[Message]:
         for ref in claim.anchors:
             key = ref if isinstance(ref, str) else f"{ref.get('doc_id')}#{ref.get('location')}"
             anchor = pool.get(key, {})
-            cited.append(
-                {"ref": key, "text": draft.passages.get(key) or anchor.get("snippet", "")}
-            )
+            cited.append({"ref": key, "text": draft.passages.get(key) or anchor.get("snippet", "")})
         claims.append({"number": number, "text": claim.text, "cites": cited})
     computed = [
         {"status": e.status, "report": e.variables.get("report")}

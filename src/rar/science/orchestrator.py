@@ -116,6 +116,7 @@ class Orchestrator:
         self.challenges: list[dict[str, Any]] = []
         self.rejected: list[dict[str, Any]] = []  # claims the final audit removed
         self.plans = 0
+        self.produced: list[str] = []  # artifacts of the task under way
         self.question: Question = classify("")
 
     # --- the loop ----------------------------------------------------------------------------
@@ -258,9 +259,15 @@ class Orchestrator:
                 )
             winner = self.net.award(task)
             self.net.start(task)
+            self.produced = []
             with self.run.span(winner.contractor, agent=winner.contractor):
                 result = work()
-            self.net.report(task, success=_succeeded(result), result=_summary(result))
+            self.net.report(
+                task,
+                success=_succeeded(result),
+                result=_summary(result),
+                artifacts=self.produced,  # the figures and files the work left, by name
+            )
         self.reports.append(
             {"task_id": task.task_id, "kind": kind, "success": _succeeded(result)}
         )
@@ -308,7 +315,9 @@ class Orchestrator:
             said = str(error.get("message"))
             if said not in self.notes:
                 self.notes.append(said)
-        record_fit_figure(self.run, result, len(self.executions))  # a plot of a fit, if any
+        figure = record_fit_figure(self.run, result, len(self.executions))  # a plot of a fit
+        if figure is not None:
+            self.produced.append(figure)
         self._record_cell_files(result, len(self.executions))
         self.bdi["executor"].believe(
             f"cell:{len(self.executions)}",
@@ -351,6 +360,7 @@ class Orchestrator:
                 )
             except ValueError:  # a name artifacts/ cannot hold
                 continue
+            self.produced.append(name)
 
     def asked(self) -> dict[str, Any]:
         """What the question asks, and whether any kept passage addresses it (for the audit)."""
@@ -523,7 +533,7 @@ class Orchestrator:
             "confidence": confidence,
             "uncertainty": final.get("uncertainty", ""),
             "anchors": [self.anchors[ref] for ref in used],
-            "audit": report,
+            "audit": {**report, "rejected": self.rejected},
             "executions": len(self.executions),
             "warnings": warnings,
         }
@@ -553,9 +563,21 @@ class Orchestrator:
         try:
             graph = ArgumentationFramework()
             # claims numbered from 1, as the audit numbers them
-            claims = list(final.get("claims", [])) + [
-                {"text": r["claim"], "anchors": [], "rejected": r["reasons"]} for r in self.rejected
+            kept = list(final.get("claims", []))
+            texts = {str(c.get("text")) for c in kept} | {r["claim"] for r in self.rejected}
+            retracted = [  # challenged, then left out by the planner: attacked by the challenge
+                {"text": str(c.get("claim")), "anchors": []}
+                for c in self.challenges
+                if str(c.get("claim")) not in texts
             ]
+            claims = (
+                kept
+                + list({c["text"]: c for c in retracted}.values())
+                + [
+                    {"text": r["claim"], "anchors": [], "rejected": r["reasons"]}
+                    for r in self.rejected
+                ]
+            )
             for index, claim in enumerate(claims, start=1):
                 support = [self.anchors.get(ref, {"ref": ref}) for ref in claim.get("anchors", [])]
                 graph.add(f"claim-{index}", claim.get("text", ""), support)

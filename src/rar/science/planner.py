@@ -39,6 +39,7 @@ from rar.science.questions import Question, classify
 from rar.science.tables import Table
 
 MAX_CLAIMS = 5
+MAX_METHODS = 8  # a methods question lists up to this many, one line each
 Results = dict[str, list[dict[str, Any]]]
 
 
@@ -197,6 +198,23 @@ def _value_claims(
     return claims
 
 
+def _corroborate_computed(
+    claim: dict[str, Any], evidence: Evidence, method: str, table_ref: str, need: int
+) -> None:
+    """A computed claim is backed by its table and by passages that describe its method (or
+    the same data set): most relevant first, until it cites ``need``."""
+    name = " ".join(w for w in method.split() if w.lower() not in {"method", "fit", "plot"})
+    document = table_ref.partition("#")[0]
+    for ref in evidence.ranked():
+        if len(claim["anchors"]) >= need:
+            return
+        if ref in claim["anchors"]:
+            continue
+        text = evidence.passages.get(ref, "")
+        if coverage_of(name or method, text) >= 0.5 or ref.partition("#")[0] == document:
+            claim["anchors"].append(ref)
+
+
 def _what(text: str) -> str:
     """The name and label of a computed claim (``k = … (first-order rate constant; …``)."""
     name = text.partition(" = ")[0]
@@ -259,8 +277,10 @@ class RuleBasedPlanner:
         question = classify(text)
         if p.PLAN not in results:
             return _call(p.PLAN, step, **_plan(question))
-        if p.DELEGATE_RESEARCH not in results:
-            return _call(p.DELEGATE_RESEARCH, step, query=text, k=8)
+        if p.DELEGATE_RESEARCH not in results:  # a list of methods draws on more passages
+            return _call(
+                p.DELEGATE_RESEARCH, step, query=text, k=16 if question.kind == "methods" else 8
+            )
         evidence = Evidence(results)
         if question.kind == "value" and p.DELEGATE_EXECUTE not in results:
             chosen = _analysis(question, evidence)
@@ -268,7 +288,9 @@ class RuleBasedPlanner:
                 ref, analysis = chosen
                 code = f"{analysis.code.rstrip()}\nreport['source'] = {ref!r}  # the data\n"
                 return _call(
-                    p.DELEGATE_EXECUTE, step, code=code,
+                    p.DELEGATE_EXECUTE,
+                    step,
+                    code=code,
                     purpose=f"{analysis.purpose} (data: {ref})",
                 )
         computed = _computed_report(results)
@@ -293,11 +315,16 @@ class RuleBasedPlanner:
         unsupported = _unsupported(audits[-1])
         if unsupported and len(results.get(p.PLAN, [])) < 2 and claims:
             return _call(
-                p.PLAN, step,
+                p.PLAN,
+                step,
                 goal=text,
-                steps=[{"action": p.FINALIZE,
+                steps=[
+                    {
+                        "action": p.FINALIZE,
                         "purpose": "answer with the claims the evidence supports; drop "
-                                   f"{len(unsupported)} the audit could not support"}],
+                        f"{len(unsupported)} the audit could not support",
+                    }
+                ],
                 success_criteria="no claim left that the audit found unsupported",
             )
         return self._finalize(question, mode, results, step)
@@ -317,18 +344,22 @@ class RuleBasedPlanner:
             method = str(report.get("method") or "")
             method_ref = _method_passage(method, evidence, table_ref)
             values = _value_claims(report, table_ref, method_ref)
+            for claim in values:  # owl_dl/owl_full: more passages on the same data or method
+                _corroborate_computed(claim, evidence, method, table_ref, _NEEDED.get(mode, 1))
             if question.quantity:  # the asked quantity first
                 values.sort(key=lambda c: -coverage_of(question.quantity or "", _what(c["text"])))
             claims += values
             document = table_ref.partition("#")[0]
             related = {
-                ref for ref in evidence.anchors
+                ref
+                for ref in evidence.anchors
                 if ref.partition("#")[0] == document or ref == method_ref
             }
         relevance = {ref: evidence.relevance(ref) for ref in evidence.anchors}
         extra = 0
-        for picked in select(question, evidence.passages, relevance=relevance, limit=MAX_CLAIMS):
-            if len(claims) >= MAX_CLAIMS or (related is not None and extra >= 2):
+        most = MAX_METHODS if question.kind == "methods" else MAX_CLAIMS
+        for picked in select(question, evidence.passages, relevance=relevance, limit=most):
+            if len(claims) >= most or (related is not None and extra >= 2):
                 break
             if any(picked.text == c["text"] for c in claims):
                 continue
@@ -345,7 +376,10 @@ class RuleBasedPlanner:
         claims = self.draft(question, mode, results)
         audits = results.get(p.DELEGATE_AUDIT, [])
         last = audits[-1] if audits else {}
-        dropped = _unsupported(last)
+        # what the evidence could not settle is left out: in owl_lite the claims found
+        # unsupported; in owl_dl and owl_full every claim still challenged (their audit would
+        # remove it)
+        dropped = _unsupported(last) if mode == "owl_lite" else _challenged(last)
         kept = [c for c in claims if c["text"] not in dropped]
         evidence = Evidence(results)
         computed = _computed_report(results)
@@ -358,8 +392,13 @@ class RuleBasedPlanner:
             )
             answer, used = render_answer(question.text, [], unanswered_reason=reason)
             return _call(
-                p.FINALIZE, step, answer_markdown=answer, claims=[], evidence_used=used,
-                confidence=0.1, uncertainty="nothing in the corpus answers the question",
+                p.FINALIZE,
+                step,
+                answer_markdown=answer,
+                claims=[],
+                evidence_used=used,
+                confidence=0.1,
+                uncertainty="nothing in the corpus answers the question",
             )
         lead = _lead(question, computed is not None)
         answer, used = render_answer(question.text, kept, lead=lead)
@@ -375,8 +414,13 @@ class RuleBasedPlanner:
             uncertainty = "the answer quotes the passages cited; nothing was computed"
         confidence = 0.8 if last.get("passed") else 0.5
         return _call(
-            p.FINALIZE, step, answer_markdown=answer, claims=kept, evidence_used=used,
-            confidence=confidence, uncertainty=uncertainty,
+            p.FINALIZE,
+            step,
+            answer_markdown=answer,
+            claims=kept,
+            evidence_used=used,
+            confidence=confidence,
+            uncertainty=uncertainty,
         )
 
 
@@ -425,6 +469,10 @@ def _unsupported(audit: dict[str, Any]) -> set[str]:
     }
 
 
+def _challenged(audit: dict[str, Any]) -> set[str]:
+    return {str(c.get("claim")) for c in audit.get("challenges", [])}
+
+
 def _draft_text(claims: list[dict[str, Any]], question: str) -> str:
     return " ".join(c["text"] for c in claims) or f"No evidence found for: {question}"
 
@@ -440,9 +488,13 @@ def _lead(question: Question, computed: bool) -> str:
 def _plan(question: Question) -> dict[str, Any]:
     steps = [{"action": p.DELEGATE_RESEARCH, "purpose": "find passages that answer it"}]
     if question.kind == "value":
-        steps.append({"action": p.DELEGATE_EXECUTE,
-                      "purpose": f"compute {question.quantity or 'the value'} from a data table "
-                                 "in the evidence, if one holds the data"})
+        steps.append(
+            {
+                "action": p.DELEGATE_EXECUTE,
+                "purpose": f"compute {question.quantity or 'the value'} from a data table "
+                "in the evidence, if one holds the data",
+            }
+        )
     what = {
         "value": "the value with its unit, uncertainty and how it was obtained",
         "methods": "the methods by name, one line each",

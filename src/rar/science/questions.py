@@ -715,6 +715,15 @@ def _kind(text: str) -> Kind:
                 r"^(?:of|for|in|at|on|to|between|from|under|when|during)\b", rest, re.IGNORECASE
             )
         )
+        # "what is the activation energy in the Arrhenius equation": what the term means there
+        in_theory = re.match(
+            r"^(?:in|of)\s+(?:the\s+|an?\s+)?(?:[\w'’–-]+\s+){0,3}"
+            r"(?:equation|law|model|theory|expression|formula|relation|rule)s?\W*$",
+            rest,
+            re.IGNORECASE,
+        )
+        if in_theory:
+            return "definition"
         if has_object and _is_quantity_like(phrase):
             return "value"
         if match.group(1) and phrase and not rest and lookup(phrase):

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+from pydantic import ValidationError
 
 from rar.hashing import digest_bytes
 from rar.store._verify_blobs import CHAIN_BYTES, BlobChecker
 from rar.store._verify_report import Problem, VerifyReport
-from rar.store.events import EVENT_TYPES, inline_payloads, payload_digests
+from rar.store.events import EVENT_ADAPTER, EVENT_TYPES, inline_payloads, payload_digests
 from rar.store.log import LOST_FOUND, lines_of
 from rar.store.manifest import Manifest
 from rar.store.snapshot import diff_trees
@@ -110,6 +111,24 @@ def walk_log(
             problems.append(
                 Problem(run_id, "event-type", f"unknown event type {kind!r}", seq=expected_seq)
             )
+        elif (shape := _shape_problem(event)) is not None:
+            # a line that parses but is not an event of its type (a flipped key, a wrong type):
+            # corruption, reported; nothing in it is followed
+            problems.append(
+                Problem(
+                    run_id,
+                    "event-shape",
+                    f"line {raw.number} (offset {line_at}) is not a valid {kind} event: {shape}",
+                    seq=expected_seq,
+                    path=str(log_path),
+                    offset=line_at,
+                )
+            )
+            walk.last_type = kind
+            walk.prev = digest_bytes(raw.data)
+            walk.digests.append(walk.prev)
+            expected_seq += 1
+            continue
         for digest in payload_digests(event):
             if kind == "snapshot":
                 continue
@@ -137,6 +156,17 @@ def walk_log(
     if walk.terminated:
         walk.torn = data[data.rfind(b"\n") + 1 :]
     return walk
+
+
+def _shape_problem(event: dict[str, Any]) -> str | None:
+    """Why ``event`` does not match its type's schema, or None (rar.store.events)."""
+    try:
+        EVENT_ADAPTER.validate_python(event)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][1:]) or "(event)"
+        return f"{where}: {first['msg']}"
+    return None
 
 
 def _check_state_diff(

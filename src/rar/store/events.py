@@ -233,9 +233,9 @@ def payload_digests(event: dict[str, Any]) -> list[str]:
         ref = event.get(key)
         if isinstance(ref, dict) and "digest" in ref and "value" not in ref:
             found.append(ref["digest"])
-    if event.get("type") == "snapshot":
+    if event.get("type") == "snapshot" and isinstance(event.get("tree"), str):
         found.append(event["tree"])
-    elif event.get("type") == "artifact":
+    elif event.get("type") == "artifact" and isinstance(event.get("digest"), str):
         found.append(event["digest"])
     return found
 

@@ -464,11 +464,19 @@ def check_answers_question(draft: Draft, mode: Mode) -> Check:
             found.append((None, f"the question compares {' and '.join(sides)}; the answer "
                           f"says nothing about {', '.join(missing)}"))
     named_kinds = ("value", "methods", "definition", "general")
+    # a claim is about the named method when it, or the passage it cites (with its section
+    # heading and its document's title: "Arrhenius plots and the two-point method"), names it
+    about = texts + [
+        f"{a.get('doc_title') or ''} {_source_text(draft, a)}"
+        for _cid, _claim, anchors in _cited(draft)
+        for a in anchors
+        if isinstance(a, dict)
+    ]
     if (
         asked.method
         and texts
         and asked.kind in named_kinds
-        and not any(_mentions(t, asked.method) for t in texts)
+        and not any(_mentions(t, asked.method) for t in about)
     ):
         found.append((None, f"the question names {asked.method}; no claim is about it"))
     ok = f"the answer addresses the {asked.kind} question"

@@ -739,12 +739,15 @@ def _candidates(
     by_passage: bool = False,
 ) -> list[_Sentence]:
     """Sentences sharing a key term with the question; with ``by_passage``, also the sentences
-    of a passage that does (its heading included: "## Vickers hardness" over "The Vickers test
-    uses …"), at half the passage's coverage."""
+    of a passage whose heading does ("## Vickers hardness" over "The Vickers test uses …"), at
+    half the heading's coverage."""
     keys = _keys(question)
     out = []
     for ref, text in passages.items():
-        whole = _coverage(keys, text, frozenset(tokenize(text))) if by_passage else 0.0
+        heading = " ".join(
+            line.lstrip("#").strip() for line in text.splitlines() if line.lstrip().startswith("#")
+        )
+        whole = _coverage(keys, heading, frozenset(tokenize(heading))) if by_passage else 0.0
         for index, sentence in enumerate(sentences(text)):
             tokens = frozenset(tokenize(sentence))
             share = max(_coverage(keys, sentence, tokens), 0.5 * whole)
@@ -847,6 +850,14 @@ def _previous_ref(ref: str) -> str | None:
     return f"{match.group(1)}{int(match.group(2)) - 1}" if match else None
 
 
+# a sentence that opens with its cause: it explains the sentence before it
+_STARTS_CAUSE = re.compile(
+    r"^(?:because|since|this is because|that is because|the reason is|the reason for this|"
+    r"this happens because|this occurs because|owing to|due to)\b",
+    re.IGNORECASE,
+)
+
+
 def _select_explanation(
     question: Question, cands: list[_Sentence], passages: Mapping[str, str]
 ) -> list[Picked]:
@@ -860,16 +871,16 @@ def _select_explanation(
     # cause answers the why, though it repeats none of the question's words
     seen = {(s.ref, s.text) for _score, s in scored}
     for s in cands:
-        if s.coverage < 0.5:
+        if s.coverage < 0.5 or _CAUSAL_STRONG.search(s.text):
             continue
         following = sentences(passages.get(s.ref, ""))[s.index + 1 : s.index + 2]
         for text in following:
-            if (s.ref, text) in seen or not _CAUSAL_STRONG.search(text):
+            if (s.ref, text) in seen or not _STARTS_CAUSE.match(text):
                 continue
             follower = _Sentence(
                 s.ref, s.index + 1, text, frozenset(tokenize(text)), s.coverage, s.relevance
             )
-            scored.append((s.coverage + 0.45 + 0.3 * s.relevance, follower))
+            scored.append((0.9 * s.coverage + 0.35 + 0.3 * s.relevance, follower))
             seen.add((s.ref, text))
     return _ranked(scored)
 
@@ -979,7 +990,7 @@ _NOT_A_NAME: Final = word_set(
     main basic present particular given proposed original latter former specific different
     various several many most more less accurate better best quick good reliable suitable called
     known named termed applied based measured performed carried described obtained developed
-    proposed recommended their its plain
+    proposed recommended their its plain complementary alternative independent additional
     """
 )
 

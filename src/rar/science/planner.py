@@ -111,17 +111,38 @@ def _analysis(question: Question, evidence: Evidence) -> tuple[str, Analysis] | 
     most relevant table with an analysis reporting the asked quantity."""
     candidates: list[tuple[int, float, str, Analysis]] = []
     for ref, table in evidence.tables:
+        # the data must be what the question is about: its passage (caption included) covers
+        # the question's key terms; a table that merely has the right columns is not enough
+        about = _about_data(question, evidence.passages.get(ref, "") + " " + table.caption)
         for rank, analysis in enumerate(
             analyses_for(table, question.text, quantity=question.quantity)
         ):
             named = question.method is not None and (
                 coverage_of(question.method, analysis.method + " " + analysis.kind) > 0
             )
+            if question.method is not None and not named and about < 0.75:
+                continue  # the question asks for another method than this table's analysis
+            if not named and about < 0.4:
+                continue
             candidates.append((0 if named else 1 + rank, -evidence.relevance(ref), ref, analysis))
     if not candidates:
         return None
     _order, _score, ref, analysis = min(candidates, key=lambda c: (c[0], c[1], c[2]))
     return ref, analysis
+
+
+def _about_data(question: Question, text: str) -> float:
+    """The share of the question's terms — other than the asked quantity's, which the data
+    need not name — found in a table's passage: what the data are of ("turnover numbers of
+    the hydrolase", "the intravenous bolus study"). 1.0 when the question names nothing else."""
+    from rar.evidence.analysis import tokenize
+
+    asked = set(tokenize(question.quantity or ""))
+    words = [w for w in question.terms if w not in asked and not w.replace(".", "").isdigit()]
+    if not words:
+        return 1.0
+    have = set(tokenize(text))
+    return sum(w in have for w in words) / len(words)
 
 
 def coverage_of(phrase: str, text: str) -> float:
@@ -295,6 +316,11 @@ class RuleBasedPlanner:
                 )
         computed = _computed_report(results)
         researched = results.get(p.DELEGATE_RESEARCH, [])
+        if question.kind == "definition" and question.subject and len(researched) < 2:
+            from rar.evidence.analysis import tokenize
+
+            if set(tokenize(question.subject)) != set(question.terms):  # the term on its own
+                return _call(p.DELEGATE_RESEARCH, step, query=question.subject, k=8)
         if computed is not None and len(researched) < 2:
             report, _table = computed
             method = str(report.get("method") or "")

@@ -353,6 +353,10 @@ _VALUE = [
         r"gives|yield|yields|produce|return|predict|imply|suggest|indicate|show)\b",
         _ASK,
     ),
+    re.compile(
+        r"^(?:what|which) [^?]+? (?:follows?|results?|is obtained|are obtained|comes? out)\b",
+        _ASK,
+    ),
     re.compile(rf"^(?:please |can you |could you |now )?{_COMPUTE_VERBS}\b", _ASK),
 ]
 _GIVE = re.compile(r"^(?:please )?(?:give|state|report|quote|tell me) (.+)$", _ASK)
@@ -409,8 +413,18 @@ _NOT_DESCRIPTIVE: Final = word_set(
 )
 
 
+_LEADING_CLAUSE = re.compile(
+    r"^(?:using|with|from|given|for|in|by|assuming|according to)\b[^,?]{1,80},\s+"
+    r"(?=(?:what|which|how|why|is|are|does|do|can|could|compute|calculate|determine|estimate)\b)",
+    re.IGNORECASE,
+)
+
+
 def _normal(text: str) -> str:
-    return " ".join(text.split()).strip().rstrip("?.!").strip()
+    """The question on one line, without its final mark and without a leading setting clause
+    ("Using the two-point method, what …" → "what …"; the clause's words stay in the terms)."""
+    text = " ".join(text.split()).strip().rstrip("?.!").strip()
+    return _LEADING_CLAUSE.sub("", text)
 
 
 def _words(text: str) -> list[str]:
@@ -854,13 +868,14 @@ def classify(text: str) -> Question:
         kind = "value"
         quantity = quantity or _value_quantity(question)
     compared = _compared(question) if kind == "comparison" else ()
+    whole = " ".join(text.split()).strip().rstrip("?.!").strip()  # with a leading clause
     return Question(
         text=text,
         kind=kind,
         quantity=quantity,
-        method=_method(question),
+        method=_method(whole),
         compute=compute,
-        terms=_terms(question, kind),
+        terms=_terms(whole, kind),
         compared=compared,
         subject=subject,
     )

@@ -403,7 +403,7 @@ _CAUSAL = re.compile(
     r"\b(because|since|due to|owing to|so that|therefore|thus|hence|leads? to|led to|"
     r"results? in|resulting in|means that|is why|reflects?|arises?|explains?|caused?|causes|"
     r"depends? on|as a result|consequently|which is why|drives?|gives? rise|makes?|made|"
-    r"allows?|enables?|prevents?|so)\b",
+    r"allows?|enables?|prevents?|so|proportional to|scales? with)\b",
     re.IGNORECASE,
 )
 _CONTRAST = re.compile(

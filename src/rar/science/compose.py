@@ -681,7 +681,7 @@ _CAUSAL_STRONG = re.compile(
     r"leads? to|led to|results? in|resulting in|as a result|means that|which means|is why|"
     r"reflects?|arises? from|arising from|explains?|explained by|depends? on|dependent on|"
     r"caused by|causes?|gives? rise to|accounts? for|attributed to|attributes|stems? from|"
-    r"responsible for|so that)\b|(?:^|[,;:]\s*)so\b",
+    r"responsible for|so that|(?:inversely )?proportional to|scales? with)\b|(?:^|[,;:]\s*)so\b",
     re.IGNORECASE,
 )
 _CAUSAL_WEAK = re.compile(r"\b(?:makes?|made|allows?|drives?|controls?|governs?|if)\b", re.I)
@@ -737,15 +737,21 @@ def _candidates(
     relevance: Mapping[str, float],
     *,
     by_passage: bool = False,
+    titles: Mapping[str, str] | None = None,
 ) -> list[_Sentence]:
     """Sentences sharing a key term with the question; with ``by_passage``, also the sentences
-    of a passage whose heading does ("## Vickers hardness" over "The Vickers test uses …"), at
-    half the heading's coverage."""
+    of a passage whose heading or document title does ("## Vickers hardness" over "The Vickers
+    test uses …"), at half their coverage."""
     keys = _keys(question)
     out = []
     for ref, text in passages.items():
         heading = " ".join(
-            line.lstrip("#").strip() for line in text.splitlines() if line.lstrip().startswith("#")
+            [(titles or {}).get(ref, "")]
+            + [
+                line.lstrip("#").strip()
+                for line in text.splitlines()
+                if line.lstrip().startswith("#")
+            ]
         )
         whole = _coverage(keys, heading, frozenset(tokenize(heading))) if by_passage else 0.0
         for index, sentence in enumerate(sentences(text)):
@@ -1234,9 +1240,13 @@ def select(
     *,
     relevance: Mapping[str, float] | None = None,
     limit: int = 5,
+    titles: Mapping[str, str] | None = None,
 ) -> list[Picked]:
     """The sentences that answer ``question`` from ``passages`` (``{"doc_id#location": text}``),
-    best first, at most ``limit`` (rules in the module doc); ``[]`` when nothing addresses it."""
+    best first, at most ``limit`` (rules in the module doc); ``[]`` when nothing addresses it.
+    ``titles`` (ref → its document's title) lets a methods question reach a method whose
+    passage is about the question only through its document ("Arrhenius plots and the
+    two-point method")."""
     if limit < 1 or not passages or not addresses(question, passages):
         return []
     cands = _candidates(question, passages, relevance or {})
@@ -1245,7 +1255,8 @@ def select(
         picks = _select_value(question, cands, passages)
     elif question.kind == "methods":
         picks = _select_methods(
-            _candidates(question, passages, relevance or {}, by_passage=True), passages
+            _candidates(question, passages, relevance or {}, by_passage=True, titles=titles),
+            passages,
         )
     elif question.kind == "explanation":
         picks = _select_explanation(question, cands, passages)

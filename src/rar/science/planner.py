@@ -384,7 +384,10 @@ class RuleBasedPlanner:
         relevance = {ref: evidence.relevance(ref) for ref in evidence.anchors}
         extra = 0
         most = MAX_METHODS if question.kind == "methods" else MAX_CLAIMS
-        for picked in select(question, evidence.passages, relevance=relevance, limit=most):
+        titles = {ref: str(a.get("doc_title") or "") for ref, a in evidence.anchors.items()}
+        for picked in select(
+            question, evidence.passages, relevance=relevance, limit=most, titles=titles
+        ):
             if len(claims) >= most or (related is not None and extra >= 2):
                 break
             if any(picked.text == c["text"] for c in claims):

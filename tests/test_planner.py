@@ -69,7 +69,7 @@ def test_a_numeric_question_with_a_table_is_computed_in_the_sandbox() -> None:
         conversation(QUESTION, (p.DELEGATE_RESEARCH, {"anchors": [ANCHOR], "tables": [TABLE]}))
     )
     assert name == p.DELEGATE_EXECUTE
-    assert "linregress" in args["code"] and "arrhenius-worked-example" in args["purpose"]
+    assert "def _line(" in args["code"] and "arrhenius-worked-example" in args["purpose"]
     assert "report['source'] = 'arrhenius-worked-example#paragraph_4'" in args["code"]
 
 

@@ -615,7 +615,8 @@ def _cut(text: str) -> str:
     """``text`` up to a clause boundary that ends a compared item."""
     match = re.search(
         rf"\s*(?:[,;:?]|\b(?:for|in terms of|regarding|when|if|with respect to|which|is|are|"
-        rf"was|were|does|do|differ|compare|in|at|under|during|to determine|to measure)\b|"
+        rf"was|were|does|do|differ|compare|in|at|under|during|to determine|to measure|"
+        rf"obtained|measured|derived|computed|calculated|determined|estimated|found|given by)\b|"
         rf"\b{_COMPARATIVE}\b)",
         text,
         re.IGNORECASE,
@@ -801,6 +802,16 @@ def _methods_quantity(text: str) -> str | None:
         if not match:
             continue
         verb, phrase_text = (match.group(2), match.group(1)) if index == 1 else match.groups()
+        # "to determine how the activation energy changes": the quantity is what follows "how"
+        phrase_text = re.sub(
+            r"^(?:how|whether|what|which|why|when|where|if)\s+", "", phrase_text, flags=re.I
+        )
+        phrase_text = re.sub(
+            r"\s+(?:changes?|varies|vary|depends?|increases?|decreases?|evolves?|behaves?)\b.*$",
+            "",
+            phrase_text,
+            flags=re.I,
+        )
         phrase = _noun_phrase(phrase_text)
         if phrase and (_QUANTIFY_VERB.match(verb) or _is_quantity_like(phrase)):
             return _canonical(phrase)

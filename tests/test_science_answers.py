@@ -329,7 +329,7 @@ def test_the_success_check_does_not_pass_when_nothing_was_done() -> None:
     assert not check.passed and "no work to check" in check.detail
 
 
-# --- the paper's task spec keys reach the runtime ---------------------------------------------
+# --- files a cell writes --------------------------------------------------------------------------
 
 
 def test_a_cell_that_writes_a_file_leaves_it_as_an_artifact(store: Store) -> None:

@@ -13,8 +13,6 @@ says why; a model that cannot be reached fails the run like any provider error.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,8 +123,3 @@ def with_review(report: AuditReport, draft: Draft, check: Check) -> AuditReport:
         checks=checks,
         challenges=challenges(draft, report.mode, checks),
     )
-
-
-def describe(auditor: Any) -> str:
-    """How the run's auditor is named in the record: ``rules`` or ``rules+<model>``."""
-    return "rules" if auditor is None else f"rules+{auditor}"

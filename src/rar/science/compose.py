@@ -232,6 +232,34 @@ def sentences(text: str) -> list[str]:
     return [s for s in out if re.search(r"[^\W\d_]", s)]
 
 
+# words that name a family of methods rather than one method
+_FAMILY_WORDS: Final = frozenset(
+    [
+        "isoconversional",
+        "integral",
+        "differential",
+        "model",
+        "free",
+        "fitting",
+        "numerical",
+        "graphical",
+        "analytical",
+        "experimental",
+        "computational",
+        "statistical",
+        "empirical",
+        "iterative",
+        "direct",
+        "indirect",
+        "kinetic",
+        "thermal",
+        "classical",
+        "conventional",
+        "standard",
+    ]
+)
+
+
 def _headings(text: str) -> str:
     lines = text.split("\n")
     found = [re.sub(r"^ {0,3}#{1,6}\s*", "", ln) for ln in lines if _ATX.match(ln)]
@@ -1181,9 +1209,18 @@ def _method_groups(passages: Mapping[str, str]) -> list[_Method]:
     return methods
 
 
-def _select_methods(cands: list[_Sentence], passages: Mapping[str, str]) -> list[Picked]:
+def _select_methods(
+    cands: list[_Sentence], passages: Mapping[str, str], titles: Mapping[str, str] | None = None
+) -> list[Picked]:
     methods = _method_groups(passages)
     patterns = [m.patterns() for m in methods]
+    # a method with a section or a document of its own ("## The two-point method") is one the
+    # corpus presents, not one it mentions in passing
+    headings = [
+        f"{(titles or {}).get(ref, '')} {_headings(text)}".strip() for ref, text in passages.items()
+    ]
+    featured = [any(_where(p, h) >= 0 for h in headings if h) for p in patterns]
+    families: set[int] = set()
     named = [[_where(p, s.text) for p in patterns] for s in cands]  # sentence x method
     forms = [m.form() for m in methods]
     home = {ref: _first_named(_doc_text(ref, text), patterns) for ref, text in passages.items()}
@@ -1218,8 +1255,15 @@ def _select_methods(cands: list[_Sentence], passages: Mapping[str, str]) -> list
             label = 0.3
         else:  # a lower-case family label ("isoconversional method") ranks below names
             label = 0.1 * any(len(re.split(r"[\s-]+", n.base)) > 1 for n in method.names)
-        total = best + 0.3 * reach + 0.05 * min(6, mentioned) + label
+        family = all(
+            set(re.split(r"[\s-]+", n.base.casefold())) <= _FAMILY_WORDS for n in method.names
+        )  # "isoconversional method", "integral method": a kind of method, not one
+        total = best + 0.3 * reach + 0.05 * min(6, mentioned) + label + 0.5 * featured[i]
         ranked.append((total, i, options))
+        if family:
+            families.add(i)
+    if len(ranked) - len(families) >= 3:  # named methods enough: leave out the family labels
+        ranked = [entry for entry in ranked if entry[1] not in families]
     ranked.sort(key=lambda entry: (-entry[0], entry[1]))
     picks: list[Picked] = []
     used: set[str] = set()
@@ -1257,6 +1301,7 @@ def select(
         picks = _select_methods(
             _candidates(question, passages, relevance or {}, by_passage=True, titles=titles),
             passages,
+            titles,
         )
     elif question.kind == "explanation":
         picks = _select_explanation(question, cands, passages)

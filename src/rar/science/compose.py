@@ -896,10 +896,16 @@ def _select_explanation(
     question: Question, cands: list[_Sentence], passages: Mapping[str, str]
 ) -> list[Picked]:
     scored = []
+    keys = _keys(question)
+    # a cause in a section about the question's subject ("## Narrow temperature ranges")
+    section = {
+        ref: _coverage(keys, _headings(text), frozenset(tokenize(_headings(text))))
+        for ref, text in passages.items()
+    }
     for s in cands:
         cue = 0.4 if _CAUSAL_STRONG.search(s.text) else 0.2 if _CAUSAL_WEAK.search(s.text) else 0
         if cue:
-            scored.append((s.coverage + cue + 0.3 * s.relevance, s))
+            scored.append((s.coverage + cue + 0.3 * s.relevance + 0.3 * section[s.ref], s))
     # a sentence that states the question's subject is often followed by the one giving its
     # cause ("Many … are artefacts … . Because the fitted values … are correlated, …"): that
     # cause answers the why, though it repeats none of the question's words

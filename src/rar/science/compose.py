@@ -1215,8 +1215,70 @@ def _method_groups(passages: Mapping[str, str]) -> list[_Method]:
     return methods
 
 
+_QUALIFIED_KIND = re.compile(
+    r"\b([a-z][\w-]{3,})\s+(?:methods|techniques|approaches|analyses|procedures)\b"
+)
+_NOT_A_QUALIFIER: Final = frozenset(
+    [
+        "which",
+        "what",
+        "other",
+        "main",
+        "common",
+        "different",
+        "standard",
+        "several",
+        "various",
+        "these",
+        "those",
+        "such",
+        "available",
+        "possible",
+        "usual",
+        "typical",
+        "known",
+        "best",
+        "most",
+    ]
+)
+
+
+def _qualifier(question: Question) -> str | None:
+    """The kind of method a question asks for ("which isoconversional methods …")."""
+    match = _QUALIFIED_KIND.search(question.text)
+    if match is None or match.group(1).casefold() in _NOT_A_QUALIFIER:
+        return None
+    return match.group(1).casefold()
+
+
+def _is_of_kind(
+    patterns: tuple[re.Pattern[str], ...],
+    kind: str,
+    passages: Mapping[str, str],
+    titles: Mapping[str, str],
+) -> bool:
+    """Whether the corpus says the method is of ``kind``: a title or heading naming both, or a
+    sentence naming the method and, after it, the kind ("KAS … makes it an integral
+    isoconversional method"; not "check it with an isoconversional method such as Friedman
+    before trusting a Kissinger value")."""
+    word = re.compile(rf"\b{re.escape(kind)}\b", re.IGNORECASE)
+    for ref, text in passages.items():
+        heading = f"{titles.get(ref, '')} {_headings(text)}"
+        if _where(patterns, heading) >= 0 and word.search(heading):
+            return True
+        for sentence in sentences(text):
+            at = _where(patterns, sentence)
+            hit = word.search(sentence, max(at, 0))
+            if at >= 0 and hit is not None:
+                return True
+    return False
+
+
 def _select_methods(
-    cands: list[_Sentence], passages: Mapping[str, str], titles: Mapping[str, str] | None = None
+    cands: list[_Sentence],
+    passages: Mapping[str, str],
+    titles: Mapping[str, str] | None = None,
+    kind: str | None = None,
 ) -> list[Picked]:
     methods = _method_groups(passages)
     patterns = [m.patterns() for m in methods]
@@ -1270,6 +1332,10 @@ def _select_methods(
             families.add(i)
     if len(ranked) - len(families) >= 3:  # named methods enough: leave out the family labels
         ranked = [entry for entry in ranked if entry[1] not in families]
+    if kind is not None:  # "which isoconversional methods": those the corpus says are
+        of_kind = [e for e in ranked if _is_of_kind(patterns[e[1]], kind, passages, titles or {})]
+        if len(of_kind) >= 2:
+            ranked = of_kind
     ranked.sort(key=lambda entry: (-entry[0], entry[1]))
     picks: list[Picked] = []
     used: set[str] = set()
@@ -1308,6 +1374,7 @@ def select(
             _candidates(question, passages, relevance or {}, by_passage=True, titles=titles),
             passages,
             titles,
+            _qualifier(question),
         )
     elif question.kind == "explanation":
         picks = _select_explanation(question, cands, passages)

@@ -386,3 +386,17 @@ def test_a_question_for_a_kind_of_method_lists_only_methods_the_corpus_says_are_
     for expected in ("Ozawa–Flynn–Wall", "Friedman", "Kissinger–Akahira–Sunose"):
         assert any(expected in n for n in names), names
     assert not any(n.startswith("Kissinger method") for n in names), names
+
+
+def test_rar_run_says_plainly_when_the_corpus_does_not_answer(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from rar.cli import cli
+
+    question = ENTRIES["demo-offtopic-quantum-cryptography"].question
+    outcome = CliRunner().invoke(cli, ["--store", str(tmp_path / "runs"), "run", question])
+    assert outcome.exit_code == 0, outcome.output  # answered, with warnings
+    text = " ".join(outcome.output.split())
+    assert "The corpus does not answer this question" in text
+    assert "Evidence: no passage is cited." in text
+    assert "Audit did not pass" in text and "(completed_with_warnings)" in text

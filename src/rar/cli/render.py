@@ -375,7 +375,13 @@ def print_science(result: Any) -> None:
             f"{float(anchor.get('relevance_score', 0)):.2f}",
             str(anchor.get("content_hash", ""))[:19] + "…",
         )
-    console.print(table)
+    if result.anchors:
+        console.print(table)
+    else:
+        console.print(Text("Evidence: no passage is cited."))
+    for rejected in getattr(result, "rejected", []) or []:  # removed by the final audit
+        reasons = "; ".join(str(r) for r in rejected.get("reasons", []))
+        console.print(Text(f"  removed: {rejected.get('claim')} ({reasons})"), style="yellow")
     checks = result.audit.get("checks", [])
     passed = sum(1 for check in checks if check.get("passed"))
     verdict = "passed" if result.audit.get("passed") else "did not pass"

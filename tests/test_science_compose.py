@@ -574,3 +574,16 @@ def test_other_fields_do_not_answer_what_they_do_not_cover(
     assert hydrology.ask("What is the Hubble constant?") == []
     assert astronomy.ask("groundwater recharge in karst") == []
     assert astronomy.ask("What methods are used to calculate activation energy?") == []
+
+
+def test_a_method_named_the_method_of_x_is_a_method() -> None:
+    passages = {
+        "pk#paragraph_1": "## Estimating elimination\n\nThe elimination rate constant is estimated "
+        "by the method of residuals, which separates two exponential phases. The method of "
+        "initial rates estimates the elimination rate constant from the first samples. It is "
+        "the method of choice for estimating the elimination rate constant of a new drug.",
+    }
+    question = classify("What methods are used to estimate the elimination rate constant?")
+    names = [p.name for p in select(question, passages, limit=8)]
+    assert "method of residuals" in names and "method of initial rates" in names, names
+    assert not any(n and "choice" in n for n in names), names

@@ -1084,6 +1084,15 @@ def _clean_lower(words: list[str]) -> str | None:
     return " ".join(words) or None
 
 
+_METHOD_OF = re.compile(
+    r"\b(?<![\w-])(?:[Tt]he\s+)(method|technique)\s+of\s+([a-z][\w-]+(?:\s+[a-z][\w-]+)?)"
+)
+# "the method of choice", "the method of the …": no method's name
+_NOT_A_METHOD_OF: Final = word_set(
+    "choice the a an this that its their which determination analysis measurement use"
+)
+
+
 def _names_in(sentence: str, proper: frozenset[str]) -> list[_Name]:
     names: list[_Name] = []
     spans: list[tuple[int, int]] = []
@@ -1101,6 +1110,14 @@ def _names_in(sentence: str, proper: frozenset[str]) -> list[_Name]:
                 if cleaned:
                     names.append(_Name(cleaned, word, None, True))
                 prefix = prefix[: earlier.start(1)]
+    for match in _METHOD_OF.finditer(sentence):  # "the method of residuals"
+        words = match.group(2).split()
+        while words and words[-1].casefold() in STOP_WORDS:
+            words = words[:-1]
+        if words and words[0].casefold() not in _NOT_A_METHOD_OF:
+            base = f"{match.group(1).casefold()} of {' '.join(words)}"
+            names.append(_Name(base, "", None, True))
+            spans.append(match.span())
     for match in _SUCH_AS.finditer(sentence):
         word, at = _SINGULAR.get(match.group(1), match.group(1)), match.end()
         while (item := _LIST_ITEM.match(sentence, at)) is not None:
@@ -1166,7 +1183,7 @@ class _Method:
         modifiers = [n.modifier for n in self.names if n.base == base]
         modifier = max(dict.fromkeys(modifiers), key=modifiers.count) if modifiers else ""
         name = f"{base} ({acronym})" if acronym else base
-        return f"{name} {modifier} {word}" if modifier else f"{name} {word}"
+        return (f"{name} {modifier} {word}" if modifier else f"{name} {word}").strip()
 
     def patterns(self) -> tuple[re.Pattern[str], ...]:
         """How the method is named: each spelling as written (any order of a compound name's

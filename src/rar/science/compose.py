@@ -766,6 +766,7 @@ def _candidates(
     *,
     by_passage: bool = False,
     titles: Mapping[str, str] | None = None,
+    keep_all: bool = False,
 ) -> list[_Sentence]:
     """Sentences sharing a key term with the question; with ``by_passage``, also the sentences
     of a passage whose heading or document title does ("## Vickers hardness" over "The Vickers
@@ -785,7 +786,7 @@ def _candidates(
         for index, sentence in enumerate(sentences(text)):
             tokens = frozenset(tokenize(sentence))
             share = max(_coverage(keys, sentence, tokens), 0.5 * whole)
-            if share > 0:
+            if share > 0 or keep_all:
                 out.append(_Sentence(ref, index, sentence, tokens, share, relevance.get(ref, 0.0)))
     return out
 
@@ -1220,7 +1221,11 @@ def _first_named(text: str, patterns: list[tuple[re.Pattern[str], ...]]) -> int:
 
 
 def _method_groups(passages: Mapping[str, str]) -> list[_Method]:
-    all_sentences = [s for text in passages.values() for s in sentences(text)]
+    # names from the sentences, and from the headings a corpus gives its methods
+    # ("## The two-point method")
+    all_sentences = [s for text in passages.values() for s in sentences(text)] + [
+        h for text in passages.values() if (h := _headings(text))
+    ]
     proper = _proper_words(all_sentences)
     methods: list[_Method] = []
     for sentence in all_sentences:
@@ -1297,6 +1302,7 @@ def _select_methods(
     passages: Mapping[str, str],
     titles: Mapping[str, str] | None = None,
     kind: str | None = None,
+    everyone: list[_Sentence] | None = None,
 ) -> list[Picked]:
     methods = _method_groups(passages)
     patterns = [m.patterns() for m in methods]
@@ -1307,6 +1313,16 @@ def _select_methods(
     ]
     featured = [any(_where(p, h) >= 0 for h in headings if h) for p in patterns]
     families: set[int] = set()
+    # the section a passage opens for a method ("## The two-point method") describes it, though
+    # its sentences may repeat none of the question's words: they are candidates for it alone
+    eligible = {(c.ref, c.index) for c in cands}
+    section_of = {
+        ref: _first_named(_headings(text), patterns) for ref, text in passages.items()
+    }
+    if everyone is not None:
+        cands = [
+            s for s in everyone if (s.ref, s.index) in eligible or section_of[s.ref] >= 0
+        ]
     named = [[_where(p, s.text) for p in patterns] for s in cands]  # sentence x method
     forms = [m.form() for m in methods]
     home = {ref: _first_named(_doc_text(ref, text), patterns) for ref, text in passages.items()}
@@ -1317,8 +1333,10 @@ def _select_methods(
         )
         options: list[tuple[float, _Sentence]] = []
         for s, where in zip(cands, named, strict=True):
-            at, homed = where[i], home[s.ref] == i
+            at, homed = where[i], home[s.ref] == i or section_of[s.ref] == i
             if at < 0 and not homed:
+                continue
+            if (s.ref, s.index) not in eligible and section_of[s.ref] != i:
                 continue
             others = sum(1 for j, other in enumerate(where) if j != i and other >= 0)
             score = (
@@ -1388,11 +1406,15 @@ def select(
     if question.kind == "value":
         picks = _select_value(question, cands, passages)
     elif question.kind == "methods":
+        everyone = _candidates(
+            question, passages, relevance or {}, by_passage=True, titles=titles, keep_all=True
+        )
         picks = _select_methods(
-            _candidates(question, passages, relevance or {}, by_passage=True, titles=titles),
+            [c for c in everyone if c.coverage > 0],
             passages,
             titles,
             _qualifier(question),
+            everyone,
         )
     elif question.kind == "explanation":
         picks = _select_explanation(question, cands, passages)

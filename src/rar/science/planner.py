@@ -39,7 +39,7 @@ from rar.science.questions import Question, classify
 from rar.science.tables import Table
 
 MAX_CLAIMS = 5
-MAX_METHODS = 8  # a methods question lists up to this many, one line each
+MAX_METHODS = 10  # a methods question lists up to this many, one line each
 Results = dict[str, list[dict[str, Any]]]
 
 
@@ -300,7 +300,7 @@ class RuleBasedPlanner:
             return _call(p.PLAN, step, **_plan(question))
         if p.DELEGATE_RESEARCH not in results:  # a list of methods draws on more passages
             return _call(
-                p.DELEGATE_RESEARCH, step, query=text, k=16 if question.kind == "methods" else 8
+                p.DELEGATE_RESEARCH, step, query=text, k=20 if question.kind == "methods" else 8
             )
         evidence = Evidence(results)
         if question.kind == "value" and p.DELEGATE_EXECUTE not in results:
@@ -316,6 +316,11 @@ class RuleBasedPlanner:
                 )
         computed = _computed_report(results)
         researched = results.get(p.DELEGATE_RESEARCH, [])
+        if question.kind == "methods" and len(researched) < 2:  # the methods' own passages
+            subject = question.quantity or " ".join(question.terms)
+            return _call(
+                p.DELEGATE_RESEARCH, step, query=f"{subject} method plot equation analysis", k=20
+            )
         if question.kind == "definition" and question.subject and len(researched) < 2:
             from rar.evidence.analysis import tokenize
 

@@ -131,6 +131,24 @@ def _analysis(question: Question, evidence: Evidence) -> tuple[str, Analysis] | 
     return ref, analysis
 
 
+# what a method's data table holds, in the words its caption would use
+_DATA_WORDS: dict[str, str] = {
+    "ozawa": "heating rates temperatures conversion",
+    "flynn": "heating rates temperatures conversion",
+    "friedman": "heating rates conversion rate temperatures",
+    "kissinger": "heating rates peak temperatures",
+    "arrhenius": "rate constants temperatures",
+    "eyring": "rate constants temperatures",
+    "michaelis": "substrate concentration rate",
+    "lineweaver": "substrate concentration rate",
+}
+
+
+def _data_words(method: str) -> str:
+    lowered = method.casefold()
+    return next((words for key, words in _DATA_WORDS.items() if key in lowered), "")
+
+
 def _about_data(question: Question, text: str) -> float:
     """The share of the question's terms — other than the asked quantity's, which the data
     need not name — found in a table's passage: what the data are of ("turnover numbers of
@@ -316,6 +334,18 @@ class RuleBasedPlanner:
                 )
         computed = _computed_report(results)
         researched = results.get(p.DELEGATE_RESEARCH, [])
+        if (
+            question.kind == "value"
+            and computed is None
+            and question.method
+            and len(researched) < 2
+            and p.DELEGATE_EXECUTE not in results
+        ):  # the method's data table may say only what it holds: search for that too
+            words = _data_words(question.method)
+            if words:
+                return _call(
+                    p.DELEGATE_RESEARCH, step, query=f"{question.method} {words} data", k=8
+                )
         if question.kind == "methods" and len(researched) < 2:  # the methods' own passages
             subject = question.quantity or " ".join(question.terms)
             return _call(

@@ -131,7 +131,7 @@ def _analysis(question: Question, evidence: Evidence) -> tuple[str, Analysis] | 
     return ref, analysis
 
 
-# what a method's data table holds, in the words its caption would use
+# what the data table of a method or a quantity holds, in the words its caption would use
 _DATA_WORDS: dict[str, str] = {
     "ozawa": "heating rates temperatures conversion",
     "flynn": "heating rates temperatures conversion",
@@ -141,6 +141,17 @@ _DATA_WORDS: dict[str, str] = {
     "eyring": "rate constants temperatures",
     "michaelis": "substrate concentration rate",
     "lineweaver": "substrate concentration rate",
+    "half-life": "concentration time",
+    "half life": "concentration time",
+    "decay": "concentration time",
+    "elimination": "concentration time",
+    "activation energy": "rate constants temperatures",
+    "enthalpy of activation": "rate constants temperatures",
+    "entropy of activation": "rate constants temperatures",
+    "rate constant": "concentration time",
+    "modulus": "stress strain",
+    "km": "substrate concentration rate",
+    "vmax": "substrate concentration rate",
 }
 
 
@@ -337,15 +348,16 @@ class RuleBasedPlanner:
         if (
             question.kind == "value"
             and computed is None
-            and question.method
+            and (question.method or question.compute)
             and len(researched) < 2
             and p.DELEGATE_EXECUTE not in results
-        ):  # the method's data table may say only what it holds: search for that too
-            words = _data_words(question.method)
-            if words:
-                return _call(
-                    p.DELEGATE_RESEARCH, step, query=f"{question.method} {words} data", k=8
-                )
+        ):  # the data table may say only what it holds ("concentration–time profile"): search
+            # for the method's or the quantity's data as well
+            named = " ".join(filter(None, [question.method, question.quantity]))
+            words = _data_words(named)
+            if words or question.compute:
+                query = f"{named} {words} data".strip()
+                return _call(p.DELEGATE_RESEARCH, step, query=query, k=8)
         if question.kind == "methods" and len(researched) < 2:  # the methods' own passages
             subject = question.quantity or " ".join(question.terms)
             return _call(

@@ -80,7 +80,7 @@ def _record_runs(store: Store) -> dict[str, str]:
         "big_b": _run(store, "many steps, one changed", _many(BIG_DIVERGES_AT), answer="big"),
     }
     ids["science_a"] = ask_question("How is activation energy determined?", store=store).run_id
-    ids["science_b"] = ask_question("What does a catalyst do?", store=store).run_id
+    ids["science_b"] = ask_question("What does the Kissinger method measure?", store=store).run_id
     return ids
 
 
@@ -216,7 +216,7 @@ def test_evidence_differences_are_listed(world: dict[str, Any], page: Any) -> No
         first["fields"][0]["path"]
     )
     expect(page.locator("#answer-udiff .line-del").first).to_contain_text("activation energy")
-    expect(page.locator("#answer-udiff .line-add").first).to_contain_text("catalyst")
+    expect(page.locator("#answer-udiff .line-add").first).to_contain_text("Kissinger")
     page.screenshot(path=str(ARTIFACTS / "viewer-diff-science.png"), full_page=True)
     assert not page.errors  # type: ignore[attr-defined]
 

@@ -286,7 +286,7 @@ def quarantine(path: Path, inode: int | None = None) -> str | None:
     cannot be moved."""
     if inode is not None and file_id(path) != inode:
         return None
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")  # nondeterminism-ok: a quarantine name
     moved = ""
     for suffix in _SUFFIXES:
         old = path.with_name(path.name + suffix)

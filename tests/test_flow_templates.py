@@ -11,7 +11,7 @@ from rar.flow import Split, TemplateError, expand, merge_contexts
 
 def test_the_hidden_variant_of_lm_lib_keeps_the_element_out_of_the_prompt() -> None:
     template = (
-        "Analyze these items. Visible: [[name]] Hidden id used for internal scoring. [[id|hidden]]"  # noqa: E501
+        "Analyze these items. Visible: [[name]] Hidden id used for internal scoring. [[id|hidden]]"
     )
     splits = expand(template, {"name": ["Alpha", "Beta"], "id": [42, 43]})
     assert [s.prompt for s in splits] == [

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from rar.agents.support import WORD_SHARE, unsupported_numbers, word_share
+from rar.evidence.analysis import tokenize
 from rar.llm.types import FinishReason, Message, Request, Response, ToolCall, Usage
 from rar.science import protocol as p
 from rar.science.analyses import Analysis, analyses_for
@@ -164,8 +165,6 @@ def _about_data(question: Question, text: str) -> float:
     """The share of the question's terms — other than the asked quantity's, which the data
     need not name — found in a table's passage: what the data are of ("turnover numbers of
     the hydrolase", "the intravenous bolus study"). 1.0 when the question names nothing else."""
-    from rar.evidence.analysis import tokenize
-
     asked = set(tokenize(question.quantity or ""))
     words = [w for w in question.terms if w not in asked and not w.replace(".", "").isdigit()]
     if not words:
@@ -174,9 +173,12 @@ def _about_data(question: Question, text: str) -> float:
     return sum(w in have for w in words) / len(words)
 
 
-def coverage_of(phrase: str, text: str) -> float:
-    from rar.evidence.analysis import tokenize
+def _method_name(method: str) -> str:
+    """The distinctive words of a method's name ("Kissinger method" → "Kissinger")."""
+    return " ".join(w for w in method.split() if w.lower() not in {"method", "fit", "plot"})
 
+
+def coverage_of(phrase: str, text: str) -> float:
     words = set(tokenize(phrase))
     return len(words & set(tokenize(text))) / len(words) if words else 0.0
 
@@ -253,7 +255,7 @@ def _corroborate_computed(
 ) -> None:
     """A computed claim is backed by its table and by passages that describe its method (or
     the same data set): most relevant first, until it cites ``need``."""
-    name = " ".join(w for w in method.split() if w.lower() not in {"method", "fit", "plot"})
+    name = _method_name(method)
     document = table_ref.partition("#")[0]
     for ref in evidence.ranked():
         if len(claim["anchors"]) >= need:
@@ -363,17 +365,19 @@ class RuleBasedPlanner:
             return _call(
                 p.DELEGATE_RESEARCH, step, query=f"{subject} method plot equation analysis", k=20
             )
-        if question.kind == "definition" and question.subject and len(researched) < 2:
-            from rar.evidence.analysis import tokenize
-
-            if set(tokenize(question.subject)) != set(question.terms):  # the term on its own
-                return _call(p.DELEGATE_RESEARCH, step, query=question.subject, k=8)
+        if (
+            question.kind == "definition"
+            and question.subject
+            and len(researched) < 2
+            and set(tokenize(question.subject)) != set(question.terms)
+        ):  # the term on its own
+            return _call(p.DELEGATE_RESEARCH, step, query=question.subject, k=8)
         if computed is not None and len(researched) < 2:
             report, _table = computed
             method = str(report.get("method") or "")
             if _method_passage(method, evidence, exclude=_table) is None:
                 return _call(p.DELEGATE_RESEARCH, step, query=f"{method} {text}", k=8)
-        claims = self.draft(question, mode, results)
+        claims = self.draft(question, mode, results, evidence)
         audits = results.get(p.DELEGATE_AUDIT, [])
         if not audits:
             return _call(p.DELEGATE_AUDIT, step, draft=_draft_text(claims, text), claims=claims)
@@ -404,9 +408,11 @@ class RuleBasedPlanner:
 
     # --- composing -------------------------------------------------------------------------
 
-    def draft(self, question: Question, mode: str, results: Results) -> list[dict[str, Any]]:
+    def draft(
+        self, question: Question, mode: str, results: Results, evidence: Evidence | None = None
+    ) -> list[dict[str, Any]]:
         """The claims that answer the question, each citing the passages it came from."""
-        evidence = Evidence(results)
+        evidence = evidence if evidence is not None else Evidence(results)
         if not evidence.anchors or not addresses(question, evidence.passages):
             return []
         claims: list[dict[str, Any]] = []
@@ -449,7 +455,8 @@ class RuleBasedPlanner:
         return claims
 
     def _finalize(self, question: Question, mode: str, results: Results, step: int) -> ToolCall:
-        claims = self.draft(question, mode, results)
+        evidence = Evidence(results)
+        claims = self.draft(question, mode, results, evidence)
         audits = results.get(p.DELEGATE_AUDIT, [])
         last = audits[-1] if audits else {}
         # what the evidence could not settle is left out: in owl_lite the claims found
@@ -457,7 +464,6 @@ class RuleBasedPlanner:
         # remove it)
         dropped = _unsupported(last) if mode == "owl_lite" else _challenged(last)
         kept = [c for c in claims if c["text"] not in dropped]
-        evidence = Evidence(results)
         computed = _computed_report(results)
         if not kept:
             reason = (
@@ -525,7 +531,7 @@ def _table_of(report: dict[str, Any], results: Results) -> str:
 
 def _method_passage(method: str, evidence: Evidence, exclude: str) -> str | None:
     """The most relevant passage, other than the table's, that names the method."""
-    name = " ".join(w for w in method.split() if w.lower() not in {"method", "fit", "plot"})
+    name = _method_name(method)
     best: tuple[float, str] | None = None
     for ref in evidence.ranked():
         if ref == exclude:

@@ -171,6 +171,56 @@ class FallbackEvent(EventBase):
     error: ErrorValue | None = None
 
 
+class FlowStep(EventBase):
+    """One agent of a flow executed on one context (one split): a node of the flow's graph.
+
+    ``node`` is the step's span path, so it is the same in every replay of the flow; ``parents``
+    are the nodes it follows (the previous step, or the splits a merge joined). ``symbols`` are
+    the execution-graph tokens this step added (``M``, the agent's name, ``⚠``, ``☢``, ...).
+    """
+
+    type: Literal["flow.step"] = "flow.step"
+    flow: str
+    node: str
+    agent: str
+    agent_type: str
+    category: str | None = None
+    parents: list[str] = Field(default_factory=list)
+    split: list[int] | None = Field(default=None, description="[index, total], 1-based")
+    status: Literal["ok", "skipped", "error"] = "ok"
+    attempts: int = Field(default=0, ge=0, description="model calls made by the handler loop")
+    grade: bool | None = None
+    next: str | None = None
+    symbols: list[str] = Field(default_factory=list)
+    error: ErrorValue | None = None
+
+
+class FlowMerge(EventBase):
+    """The contexts of a depth-1 split merged into ``outputs`` contexts by the agent's merge."""
+
+    type: Literal["flow.merge"] = "flow.merge"
+    flow: str
+    node: str
+    agent: str
+    parents: list[str] = Field(default_factory=list)
+    inputs: int = Field(ge=0)
+    outputs: int = Field(ge=0)
+    errored: int = Field(default=0, ge=0)
+    next: str | None = Field(default=None, description="the agent a single merged context chose")
+    symbols: list[str] = Field(default_factory=list, description="e.g. 5↣1, →")
+
+
+class FlowEnd(EventBase):
+    """A flow walk ended: its resulting contexts' graphs, and its request statistics."""
+
+    type: Literal["flow.end"] = "flow.end"
+    flow: str
+    graphs: list[str] = Field(default_factory=list)
+    report: PayloadRef | None = Field(default=None, description="the statistics")
+    contexts: int = Field(default=0, ge=0)
+    errored: int = Field(default=0, ge=0)
+
+
 class NoteEvent(EventBase):
     """Free-form bookkeeping from the runtime (a repaired torn tail, a warning)."""
 
@@ -196,6 +246,9 @@ Event = Annotated[
     | ReplayEvent
     | FallbackEvent
     | ReplanEvent
+    | FlowStep
+    | FlowMerge
+    | FlowEnd
     | NoteEvent,
     Field(discriminator="type"),
 ]
@@ -220,6 +273,9 @@ EVENT_MODELS: dict[str, type[EventBase]] = {
         ReplayEvent,
         FallbackEvent,
         ReplanEvent,
+        FlowStep,
+        FlowMerge,
+        FlowEnd,
         NoteEvent,
     )
 }

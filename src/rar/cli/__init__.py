@@ -295,6 +295,7 @@ def cache_explain(
 
 def _register() -> None:
     from rar.cli.export_cmd import export_command
+    from rar.cli.flow_cmd import flow_group
     from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
     from rar.cli.run_cmd import run_command
     from rar.cli.sandbox_cmd import sandbox_group
@@ -309,6 +310,7 @@ def _register() -> None:
         sandbox_group,
         export_command,
         view_command,
+        flow_group,
     ):
         cli.add_command(command)
     try:

@@ -187,6 +187,10 @@ def run_flow_demo(run: Run, model: str | None = None, concurrency: int = 5) -> d
         name="flow",
     )
     result = flow.walk("CodeSummarizer", {"code": [CODE]}, run=run)
+    if result.failed:
+        from rar.store.manifest import RunStatus
+
+        run.outcome_status = RunStatus.COMPLETED_WITH_WARNINGS
     return _summary(result)
 
 
@@ -197,4 +201,5 @@ def _summary(result: FlowResult) -> dict[str, Any]:
         "graph": result.graph,
         "requests": result.statistics.requests,
         "errored": len(result.failed),
+        "contexts": [c.as_dict() for c in result.contexts],
     }

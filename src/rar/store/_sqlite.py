@@ -174,7 +174,11 @@ def _utf8(data: bytes) -> str:
 
 def connect(target: str, *, uri: bool = False, timeout: float | None = None) -> sqlite3.Connection:
     wait = BUSY_TIMEOUT if timeout is None else timeout
-    conn = sqlite3.connect(target, timeout=wait, isolation_level=None, uri=uri)
+    # one connection may serve several threads (a client streaming in a worker thread); the
+    # index serialises its use of it with a lock
+    conn = sqlite3.connect(
+        target, timeout=wait, isolation_level=None, uri=uri, check_same_thread=False
+    )
     conn.text_factory = _utf8
     return conn
 

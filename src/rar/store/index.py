@@ -181,6 +181,7 @@ class Index:
         self.location: Location = "store"
         self._file: Path | None = path  # the file the connection is to (None: in memory)
         self._inode: int | None = None  # the store's index file this connection opened
+        self._mutex = threading.RLock()  # one operation at a time on the shared connection
         self._conn = self._open(writable)
 
     # --- opening ---------------------------------------------------------------------------
@@ -257,6 +258,10 @@ class Index:
 
     def discard(self, reason: str) -> None:
         """The index lies (``reason``): move it aside and start again from the files."""
+        with self._mutex:
+            self._discard(reason)
+
+    def _discard(self, reason: str) -> None:
         self._conn.close()
         if self.location == "store":
             try:
@@ -274,10 +279,11 @@ class Index:
         warn(str(self.path), str(fault), f"warning: {message}", once=once)
 
     def close(self) -> None:
-        if self.location == "store":
-            with contextlib.suppress(sqlite3.Error):  # best effort: keep the WAL file small
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._conn.close()
+        with self._mutex:
+            if self.location == "store":
+                with contextlib.suppress(sqlite3.Error):  # best effort: keep the WAL file small
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._conn.close()
 
     # --- doing without ---------------------------------------------------------------------
 
@@ -285,7 +291,8 @@ class Index:
         """``operation`` on the index; None when it had to be done without (noted)."""
         for attempt in range(2):
             try:
-                return retry_busy(lambda: operation(self._conn))
+                with self._mutex:
+                    return retry_busy(lambda: operation(self._conn))
             except FAULTS as exc:
                 fault = classify(exc)
                 if fault is None:

@@ -42,13 +42,15 @@ def flow_demo(
     `rar replay RUN` re-walks the flow from the record.
     """
     from rar.cli import _store
-    from rar.flow.demo import GOAL, run_flow_demo
+    from rar.flow.demo import DEMO_MODEL, GOAL, run_flow_demo
     from rar.replay.engine import execute
 
+    used = {"provider": "scripted", "model": DEMO_MODEL}
     if model is not None:
         from rar.llm.client import Client
 
-        Client(model).connect()  # a missing key or an unknown model is refused before recording
+        client = Client(model).connect()  # a missing key or bad model is refused before recording
+        used = {"provider": client.profile.provider, "model": client.profile.model}
     store = _store(ctx)
     run = execute(
         run_flow_demo,
@@ -56,6 +58,9 @@ def flow_demo(
         goal=GOAL,
         store=store,
         seed=seed,
+        models=[used],
+        config={"model": model or f"scripted:{DEMO_MODEL}", "concurrency": concurrency},
+        tags={"kind": "flow"},
     )
     _print(store, run.id, as_json=as_json)
 

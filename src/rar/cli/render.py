@@ -183,7 +183,22 @@ def event_summary(event: dict[str, Any], load: PayloadLoader = inline_only) -> s
         changes = ", ".join(f"{len(v)} {k}" for k, v in diff.items() if v)
         return f"{event.get('status')}" + (f"; workspace: {changes}" if changes else "")
     if kind == "span.start":
-        return str(event.get("name"))
+        split = (event.get("attributes") or {}).get("split")
+        name = str(event.get("name"))
+        if isinstance(split, list) and len(split) == 2:
+            return f"{name} (split {split[0]}/{split[1]})"
+        return name
+    if kind in ("flow.step", "flow.merge"):
+        symbols = [str(s) for s in event.get("symbols") or []]
+        text = ", ".join(symbols)
+        if kind == "flow.step" and event.get("status") == "error":
+            text += f" — {(event.get('error') or {}).get('message', 'failed')}"
+        return _short(text, 90)
+    if kind == "flow.end":
+        graphs = event.get("graphs") or []
+        failed = f", {event.get('errored')} failed" if event.get("errored") else ""
+        first = graphs[0] if graphs else ""
+        return _short(f"{event.get('contexts')} context(s){failed}: {first}", 90)
     if kind == "span.end":
         return f"{event.get('status')} in {event.get('duration_us', 0) / 1000:.1f} ms"
     if kind == "snapshot":

@@ -10,6 +10,26 @@
 the span); ``span.*``, ``snapshot``, ``note``, ``run.*`` and the rest are not steps. ``ts``,
 ``duration_us``, ``seq``, ``prev`` and latencies never count as divergence.
 
+**Order.** Steps are compared in a canonical order, not as they happen to lie in the log, so
+that concurrent work interleaving differently from run to run does not look like divergence:
+
+* Sibling spans (children of one span, whatever their names) *overlap* when one opens (its
+  ``span.start``) before an earlier-opened sibling, or any sibling grouped with it, has ended (its
+  ``span.end``; a span never closed never ends). Each maximal set of two or more overlapping
+  siblings is a *concurrent group*: its steps, those of the siblings and of all their descendants,
+  are listed as one block, sibling by sibling in the order the spans were opened (deterministic:
+  ``#k`` numbers that order), at the place of the group's first ``span.start``. Every other step
+  keeps its log position relative to the block, so a step of the parent taken while the group ran
+  comes after the block. Inside one sibling the same rule applies to its own children.
+* The effects of one span keep their ordinals' order: if concurrent tasks in the same span
+  finish out of order, the effects are put back in ordinal order among that span's log
+  positions.
+
+A run without concurrency (no two sibling spans overlap, no span's effects finish out of order)
+is compared in log order, as it always was. The order is per run, so a group that overlapped in
+one run only still lines up: non-overlapping siblings already lie block by block in the log.
+``Step.seq`` stays the step's log position (``steps[i].a.seq`` need not increase with ``i``).
+
 **Alignment** (deterministic, O(n log n)): first the longest common subsequence of
 (span, kind, request digest, occurrence) tokens, unique within a run, so unchanged steps pair up
 around inserted and removed ones; then, inside each stretch left unpaired, the longest common
@@ -72,6 +92,7 @@ from rar.replay.diff_model import (
     Pair,
     RunDiff,
     RunSide,
+    SpanSummary,
     Step,
 )
 from rar.replay.fields import FieldDiff, field_diff, json_text, shorten
@@ -86,8 +107,10 @@ __all__ = [
     "Metric",
     "RunDiff",
     "RunSide",
+    "SpanSummary",
     "Step",
     "align",
+    "canonical_order",
     "diff_runs",
     "field_diff",
     "steps_of",
@@ -119,13 +142,16 @@ class _Run:
     run_id: str
     manifest: Manifest
     events: list[dict[str, Any]]
-    steps: list[Step]
+    steps: list[Step]  # in the canonical order
+    concurrent: tuple[tuple[str, ...], ...]  # the concurrent groups of sibling spans
 
     @classmethod
     def load(cls, store: Store, ref: str) -> _Run:
         run_id = store.resolve(ref)
         events = store.events(run_id)
-        return cls(run_id, store.manifest(run_id), events, steps_of(events))
+        order = _SpanOrder(events)
+        steps = order.apply(steps_of(events))
+        return cls(run_id, store.manifest(run_id), events, steps, order.groups)
 
     def side(self) -> RunSide:
         manifest = self.manifest
@@ -153,6 +179,7 @@ def diff_runs(store: Store, a_id: str, b_id: str) -> RunDiff:
         metrics=tuple(_metrics(a.manifest.stats, b.manifest.stats)),
         manifest=tuple(manifest),
         manifest_omitted=omitted,
+        concurrent=tuple(dict.fromkeys([*a.concurrent, *b.concurrent])),
     )
 
 
@@ -172,6 +199,79 @@ def steps_of(events: Iterable[dict[str, Any]]) -> list[Step]:
             result = _digest(event.get(PAYLOAD_FIELD[kind]))
             steps.append(Step(seq, span, kind, ordinal, request, result, None, event))
     return steps
+
+
+def canonical_order(steps: Sequence[Step], events: Iterable[dict[str, Any]]) -> list[Step]:
+    """``steps`` (of the run whose log is ``events``) in the canonical order of the module
+    docstring: concurrent sibling spans block by block, each span's effects in ordinal order."""
+    return _SpanOrder(events).apply(steps)
+
+
+class _SpanOrder:
+    """The span tree of a run's log, and where its concurrent groups of siblings are."""
+
+    def __init__(self, events: Iterable[dict[str, Any]]) -> None:
+        start: dict[str, int] = {}
+        end: dict[str, int] = {}
+        for event in events:
+            kind, path = event.get("type"), event.get("span")
+            if not isinstance(path, str):
+                continue
+            if kind == "span.start":
+                start.setdefault(path, int(event["seq"]))
+            elif kind == "span.end" and path in start:
+                end.setdefault(path, int(event["seq"]))
+        children: dict[str, list[str]] = {}
+        for path in sorted(start, key=start.__getitem__):  # siblings in the order they opened
+            parent, slash, _ = path.rpartition("/")
+            if slash:
+                children.setdefault(parent, []).append(path)
+        never = float("inf")  # a span never closed overlaps every sibling opened after it
+        # path -> (seq of its group's first span.start, its place in the group)
+        self.member: dict[str, tuple[int, int]] = {}
+        groups: list[tuple[str, ...]] = []
+        for siblings in children.values():
+            group: list[str] = []
+            reach = -1.0  # the latest end among the group's spans so far
+            for path in [*siblings, None]:
+                if path is not None and group and start[path] < reach:
+                    group.append(path)
+                else:
+                    if len(group) > 1:
+                        groups.append(tuple(group))
+                        for place, member in enumerate(group):
+                            self.member[member] = (start[group[0]], place)
+                    group, reach = ([path], -1.0) if path is not None else ([], -1.0)
+                if path is not None:
+                    reach = max(reach, end.get(path, never))
+        self.groups = tuple(sorted(groups, key=lambda g: start[g[0]]))
+        self._prefix: dict[str, tuple[int, ...]] = {}
+
+    def _key(self, span: str) -> tuple[int, ...]:
+        """The sort key's prefix for the steps of ``span``: (group start, place) per level."""
+        found = self._prefix.get(span)
+        if found is None:
+            parent, slash, _ = span.rpartition("/")
+            found = self._key(parent) if slash else ()
+            if span in self.member:
+                found = (*found, *self.member[span])
+            self._prefix[span] = found
+        return found
+
+    def apply(self, steps: Sequence[Step]) -> list[Step]:
+        placed = list(steps)
+        effects: dict[str, list[int]] = {}  # a span's effects, as indices in log order
+        for index, step in enumerate(steps):
+            if step.event.get("type") == "effect":
+                effects.setdefault(step.span, []).append(index)
+        for indices in effects.values():  # each span's effects in ordinal order, in its slots
+            ordered = sorted((steps[i] for i in indices), key=lambda step: step.ordinal)
+            for index, step in zip(indices, ordered, strict=True):
+                placed[index] = step
+        if not self.member:
+            return placed
+        keys = [(*self._key(step.span), steps[i].seq) for i, step in enumerate(placed)]
+        return [placed[i] for i in sorted(range(len(placed)), key=keys.__getitem__)]
 
 
 def align(a: Sequence[Step], b: Sequence[Step], *, content: bool = True) -> list[Pair]:

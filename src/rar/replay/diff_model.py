@@ -116,6 +116,28 @@ class RunSide(Plain):
     steps: int
 
 
+@dataclass(frozen=True, slots=True)
+class SpanSummary:
+    """A span's share of a diff: where its first step is, and how many steps of each status
+    (only the statuses that occur, in the order of :data:`STATUSES`)."""
+
+    span: str
+    first: int  # the index in RunDiff.steps of the span's first step
+    counts: dict[str, int]
+
+    @property
+    def steps(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def same(self) -> bool:
+        return set(self.counts) <= {"same"}
+
+    def describe(self) -> str:
+        """``"2 same, 1 different-response"``."""
+        return ", ".join(f"{n} {status}" for status, n in self.counts.items())
+
+
 @dataclass(frozen=True)
 class RunDiff:
     a: RunSide
@@ -127,10 +149,28 @@ class RunDiff:
     metrics: tuple[Metric, ...]
     manifest: tuple[FieldDiff, ...]
     manifest_omitted: int = 0
+    # groups of sibling spans that ran concurrently in A or in B (their steps are compared
+    # sibling by sibling, see rar.replay.diff), each in the order its spans were opened
+    concurrent: tuple[tuple[str, ...], ...] = ()
 
     @property
     def equivalent(self) -> bool:
         return self.first_divergence is None and self.answer.equal
+
+    @property
+    def spans(self) -> tuple[SpanSummary, ...]:
+        """The steps' spans in the order they first occur in :attr:`steps`, with their counts."""
+        first: dict[str, int] = {}
+        counts: dict[str, dict[str, int]] = {}
+        for index, aligned in enumerate(self.steps):
+            span = aligned.step.span
+            first.setdefault(span, index)
+            found = counts.setdefault(span, {})
+            found[aligned.status] = found.get(aligned.status, 0) + 1
+        return tuple(
+            SpanSummary(span, index, {s: counts[span][s] for s in STATUSES if s in counts[span]})
+            for span, index in first.items()
+        )
 
     @property
     def counts(self) -> dict[str, int]:

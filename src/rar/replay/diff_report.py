@@ -130,9 +130,26 @@ def _fields(fields: tuple[FieldDiff, ...], omitted: int) -> list[str]:
     return _table(["field", "A", "B"], rows)
 
 
+def _concurrent(groups: tuple[tuple[str, ...], ...]) -> list[str]:
+    """The note naming the groups of sibling spans that ran concurrently."""
+    names = []
+    for group in groups[:MAX_ROWS]:
+        shown = ", ".join(f"`{span}`" for span in group[:5])
+        names.append(shown + (f" and {len(group) - 5} more" if len(group) > 5 else ""))
+    more = [f"- … {len(groups) - MAX_ROWS} more groups"] if len(groups) > MAX_ROWS else []
+    return [
+        "Concurrent spans, compared span by span in the order they were opened (not as their "
+        "steps interleaved in the log):",
+        "",
+        *(f"- {shown}" for shown in names),
+        *more,
+    ]
+
+
 def diff_markdown(diff: RunDiff) -> str:
-    """The diff as a Markdown document: the runs, the verdict, the first divergence, the steps
-    that differ, the answers, the evidence, usage and the manifest differences."""
+    """The diff as a Markdown document: the runs, the verdict (and the concurrent spans, if
+    any), the first divergence, the steps that differ, the steps by span (when there are
+    several spans), the answers, the evidence, usage and the manifest differences."""
     a, b = diff.a, diff.b
     lines = [f"# Diff of run {a.run_id} and run {b.run_id}", ""]
     lines += _table(
@@ -146,6 +163,8 @@ def diff_markdown(diff: RunDiff) -> str:
     answer = "same answer" if diff.answer.equal else "answers differ"
     verdict = "equivalent" if diff.equivalent else "different"
     lines += ["", f"**{verdict}**: {counts}; {answer}."]
+    if diff.concurrent:
+        lines += ["", *_concurrent(diff.concurrent)]
 
     first = diff.first_divergence
     if first is not None:
@@ -186,6 +205,22 @@ def diff_markdown(diff: RunDiff) -> str:
         lines += _table(["#", "status", "span", "kind", "A seq:ord", "B seq:ord"], rows)
         if len(changed) > MAX_ROWS:
             lines += ["", f"… {len(changed) - MAX_ROWS} more (the JSON file lists every step)."]
+
+    spans = diff.spans
+    if len(spans) > 1:
+        lines += ["", "## Steps by span", ""]
+        rows = [
+            [
+                summary.first + 1,
+                summary.span,
+                summary.steps,
+                "same" if summary.same else summary.describe(),
+            ]
+            for summary in spans[:MAX_ROWS]
+        ]
+        lines += _table(["first step", "span", "steps", "status"], rows)
+        if len(spans) > MAX_ROWS:
+            lines += ["", f"… {len(spans) - MAX_ROWS} more spans."]
 
     lines += ["", "## Answer", ""]
     if diff.answer.status_a != diff.answer.status_b:

@@ -165,6 +165,13 @@ class Flow:
                 )
             if agent_name in self.agents:
                 raise FlowError(f"two agents are named {agent_name!r}; names must be unique")
+            try:
+                AgentType(getattr(agent, "agent_type", AgentType.START_CONVERSATION))
+            except ValueError:
+                known = ", ".join(t.value for t in AgentType)
+                raise FlowError(
+                    f"agent {agent_name}: agent type {agent.agent_type!r} is none of {known}"
+                ) from None
             self.agents[agent_name] = agent
         self.model = model
         self.models = dict(models or {})
@@ -253,10 +260,11 @@ class Flow:
                 splits = expand(template, ctx.values, agent=agent.name) if template else None
             except TemplateError as exc:
                 failure = exc
-        if failure is not None:
-            step = self._begin(walk, ctx, agent, None, skipped=True)
-            self._fatal(ctx, step, failure)
-            self._end(walk, ctx, step)
+        if failure is not None:  # before any split: the step fails as a whole
+            with walk.span(agent.name, agent=agent.name):
+                step = self._begin(walk, ctx, agent, None, skipped=True, failed=True)
+                self._fatal(ctx, step, failure)
+                self._end(walk, ctx, step)
             return [ctx]
         branched = bool(template and _BRANCHES.search(template))
         if splits is not None and not splits:  # [[key]] over an empty list: nothing to do
@@ -405,7 +413,14 @@ class Flow:
     # --- one step ---------------------------------------------------------------------------
 
     def _begin(
-        self, walk: _Walk, ctx: FlowContext, agent: Any, split: list[int] | None, *, skipped: bool
+        self,
+        walk: _Walk,
+        ctx: FlowContext,
+        agent: Any,
+        split: list[int] | None,
+        *,
+        skipped: bool,
+        failed: bool = False,
     ) -> _Step:
         agent_type = _type(agent, ctx)
         category = None if skipped else self._client(walk, agent, ctx)[1]
@@ -420,7 +435,9 @@ class Flow:
         )
         if split is not None:
             ctx.graph.append(Symbol.split(*split))
-        ctx.graph.extend([category or Symbol.SKIPPED, agent.name])
+        if not failed:
+            ctx.graph.append(category or Symbol.SKIPPED)
+        ctx.graph.append(agent.name)
         return step
 
     async def _step(

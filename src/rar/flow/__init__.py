@@ -58,4 +58,11 @@ __all__ = [
     "merge_contexts",
     "merge_keys",
 ]
-__all__ += ["AnswerGrader", "BinaryAnswerGrader", "BinaryGrade", "agrade_binary", "feedback_loop", "grade_binary"]  # noqa: E501
+__all__ += [
+    "AnswerGrader",
+    "BinaryAnswerGrader",
+    "BinaryGrade",
+    "agrade_binary",
+    "feedback_loop",
+    "grade_binary",
+]

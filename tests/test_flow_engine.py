@@ -519,3 +519,35 @@ def test_accumulate_handler_collects_every_answer(store: Store) -> None:
     ]
     _, result = walk(store, agents, "A", {"q": ["x", "y"]})
     assert result.contexts[0]["all"] == ["answer to: x", "answer to: y"]
+
+
+def variant_entry(run: rar.Run, changed: str, seed: int) -> dict[str, Any]:
+    def script(request: Request) -> str:
+        prompt = last_user(request)
+        return f"changed {prompt}" if prompt.endswith(changed) else f"answer to: {prompt}"
+
+    class Model(SlowAsyncModel):
+        async def acomplete(self, request: Request) -> Response:
+            await asyncio.sleep(self.random.random() * 0.03)
+            return ScriptedModel(script, model="slow").complete(request)
+
+    from rar.llm.client import Client
+
+    client = Client(Model(seed=seed), run=run, cache=False, profiles=Profiles())
+    return fan_flow(run, client, 5, 5)
+
+
+def test_two_walks_diff_split_by_split(store: Store) -> None:
+    from rar.replay.diff import diff_runs
+
+    a = execute(variant_entry, inputs={"changed": "none", "seed": 1}, store=store, seed=3)
+    b = execute(variant_entry, inputs={"changed": "none", "seed": 2}, store=store, seed=3)
+    c = execute(variant_entry, inputs={"changed": "i2", "seed": 3}, store=store, seed=3)
+    order = [[e["span"] for e in store.events(run.id) if e["type"] == "effect"] for run in (a, b)]
+    assert order[0] != order[1]  # the splits finished in another order
+    assert diff_runs(store, a.id, b.id).equivalent
+    changed = diff_runs(store, a.id, c.id)
+    different = [s for s in changed.steps if s.status != "same"]
+    assert [(s.status, s.step.span) for s in different] == [
+        ("different-response", "run/flow/Fan#3")
+    ]

@@ -14,7 +14,9 @@ The viewer's CSS and scripts are inlined. The run's data is embedded as one JSON
   replaced by ``{"$cut": text}``: its first ``cap`` bytes and a note;
 * ``artifacts`` — ``name → {url, media_type, size, digest}`` for the run's pictures, as
   ``data:`` URLs (read from the verified blob, not from the artifacts folder);
-* ``payload_errors`` — why a blob could not be read, per digest.
+* ``payload_errors`` — why a blob could not be read, per digest;
+* ``flow`` — what ``/api/runs/{id}/flow`` answers (the run's agentic flows, for the Flow panel;
+  absent from pages exported before flows existed).
 
 A small document is embedded as JSON in ``<script type="application/json" id="rar-data">`` with
 ``<``, ``>`` and ``&`` escaped as ``\\u003c``, ``\\u003e`` and ``\\u0026`` (no recorded text can
@@ -211,6 +213,7 @@ def _artifacts(
 
 def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str, Any]:
     """The document embedded in the page (see the module's docstring)."""
+    from rar.viewer.flows import flow_document
     from rar.viewer.reading import StoreReader, build_run_detail
 
     detail, log = build_run_detail(StoreReader(Path(store.root)), store, run_id)
@@ -242,6 +245,7 @@ def export_data(store: Any, run_id: str, *, cap: int = PAYLOAD_CAP) -> dict[str,
         "errors": blobs.errors,
         "heads": blobs.heads,
         "artifacts": _artifacts(store, log.events),
+        "flow": {"id": run_id, **flow_document(store, log.events)},
     }
 
 

@@ -13,6 +13,10 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
   ``?type=`` (``effect``, ``effect:llm``, ``message``, …), ``?agent=`` and ``?span=`` (a span
   and everything under it) filter them; ``total`` counts the events that match, ``all`` every
   event.
+* ``/api/runs/{id}/flow`` — the run's agentic flows (``flow.step``, ``flow.merge`` and
+  ``flow.end`` events) grouped by flow walk, each node with the seq range of its span's events,
+  the walk's statistics read from its payload, and the flow events that could not be read
+  (:func:`rar.viewer.flows.flow_document`); ``{"flows": [], "skipped": []}`` for other runs.
 * ``/api/runs/{id}/replays`` — the runs replayed or branched from this one, newest first, each
   with its replay report (status, served / live / mismatched) when it has one.
 * ``/api/blobs/{digest}`` — a JSON blob, re-hashed when read; only ``sha256:<64 hex>``.
@@ -57,6 +61,7 @@ from rar.hashing import MAX_SAFE_INTEGER, is_digest
 from rar.store.payloads import is_payload_ref
 from rar.store.store import Store
 from rar.viewer.artifacts import artifact_response, recorded_artifacts
+from rar.viewer.flows import flow_document
 from rar.viewer.http import ApiError, date_param, int_param
 from rar.viewer.http import error_response as _error
 from rar.viewer.http import json_response as _json
@@ -86,10 +91,18 @@ _RUN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SORTS = {"created_at", "-created_at", "status", "-status", "goal", "-goal"}
 
 STATIC_DIR = Path(__file__).parent / "static"
-SCRIPTS: tuple[str, ...] = ("core.js", "runs.js", "run.js", "panels.js", "diff.js", "main.js")
+SCRIPTS: tuple[str, ...] = (
+    "core.js",
+    "runs.js",
+    "run.js",
+    "panels.js",
+    "flow.js",
+    "diff.js",
+    "main.js",
+)
 """The viewer's scripts, in load order: classic scripts sharing one global scope (core first,
 main last). ``static/index.html`` loads exactly these; ``rar export`` inlines them."""
-STYLES: tuple[str, ...] = ("app.css", "panels.css", "diff.css")
+STYLES: tuple[str, ...] = ("app.css", "panels.css", "flow.css", "diff.css")
 """The viewer's style sheets, in order."""
 _STATIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _STATIC_TYPES = {
@@ -350,6 +363,15 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
 
         return viewer.with_store(action)
 
+    def run_flow(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+
+        def action(store: Store) -> Response:
+            run_id = viewer.resolve(store, ref)
+            return _json({"id": run_id, **flow_document(store, viewer.log(store, run_id).events)})
+
+        return viewer.with_store(action)
+
     def run_replays(request: Request) -> Response:
         ref = request.path_params["run_id"]
 
@@ -491,6 +513,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         Route("/api/runs", runs, methods=["GET"]),
         Route("/api/runs/{run_id}", run_detail, methods=["GET"]),
         Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
+        Route("/api/runs/{run_id}/flow", run_flow, methods=["GET"]),
         Route("/api/runs/{run_id}/replays", run_replays, methods=["GET"]),
         Route("/api/runs/{run_id}/artifacts/{path:path}", artifact, methods=["GET"]),
         Route("/api/blobs/{digest}", blob, methods=["GET"]),

@@ -278,7 +278,11 @@ def build_run_detail(
         "verify": verify,
         "anchors": anchors,
         "replay": replay,
-        "links": {"events": f"/api/runs/{run_id}/events", "home": "/"},
+        "links": {
+            "events": f"/api/runs/{run_id}/events",
+            "flow": f"/api/runs/{run_id}/flow",
+            "home": "/",
+        },
     }
     return detail, log
 

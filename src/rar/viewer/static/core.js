@@ -144,6 +144,7 @@ function offlineApi(path) {
     return { ...all, offset, limit, events, total: matching.length, all: all.events.length,
       next_offset: end < matching.length ? end : null };
   }
+  if (url.pathname === `${runPath}/flow`) return OFFLINE.flow || { id: OFFLINE.run.id, flows: [], skipped: [] };
   if (url.pathname === "/api/payload") {
     return { value: offlinePayload(url.searchParams.get("seq"), url.searchParams.get("field")) };
   }

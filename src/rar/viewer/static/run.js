@@ -190,8 +190,11 @@ async function runPage(root, runId) {
       agentFilter.value = "";
       refilter();
     }
-    const find = () => timeline.querySelector(`.ev[data-seq="${seq}"]`);
-    while (!find() && state.next !== null) {
+    // a span asked for too (the Flow panel's nodes): load up to its last event, mark its rows
+    const span = e.detail && typeof e.detail.span === "string" ? e.detail.span : null;
+    const last = span && Number.isInteger(e.detail.last) ? e.detail.last : seq;
+    const find = (at = seq) => timeline.querySelector(`.ev[data-seq="${at}"]`);
+    while (!(find() && find(last)) && state.next !== null) {
       if (state.loading) await new Promise((r) => setTimeout(r, 20));
       else await loadTimeline(state, timeline, more, timelineInfo);
     }
@@ -206,6 +209,13 @@ async function runPage(root, runId) {
     }
     applyCollapse(state, timeline);
     for (const old of timeline.querySelectorAll(".ev.target")) old.classList.remove("target");
+    for (const old of timeline.querySelectorAll(".ev.in-span")) old.classList.remove("in-span");
+    if (span) {
+      for (const r of timeline.children) {
+        const s = r.dataset.span;
+        if (s === span || s.startsWith(`${span}/`)) r.classList.add("in-span");
+      }
+    }
     row.classList.add("target");
     row.scrollIntoView({ block: "center" });
   });
@@ -306,6 +316,16 @@ function eventLine(ev) {
       return `${ev.fatal ? "fatal " : ""}${ev.error && ev.error.type}: ${ev.error && ev.error.message}`;
     case "checkpoint":
       return String(ev.reason || "");
+    case "flow.step": {
+      const split = Array.isArray(ev.split) && ev.split.length === 2 ? ` ${ev.split[0]}/${ev.split[1]}` : "";
+      const symbols = Array.isArray(ev.symbols) ? `  ${ev.symbols.join(", ")}` : "";
+      return `${ev.flow ?? "?"}: ${ev.agent ?? "?"}${split} ${ev.status ?? ""}${symbols}` +
+        (ev.error ? ` ✗ ${ev.error.type}: ${ev.error.message}` : "");
+    }
+    case "flow.merge":
+      return `${ev.flow ?? "?"}: ${ev.agent ?? "?"} ${ev.inputs ?? "?"}↣${ev.outputs ?? "?"}` + (ev.errored ? `, ${ev.errored} errored` : "");
+    case "flow.end":
+      return `${ev.flow ?? "?"}: ${ev.contexts ?? "?"} contexts, ${ev.errored ?? 0} errored`;
     default:
       return "";
   }

@@ -1,5 +1,28 @@
-"""Agents built on the effect boundary: the minimal agent loop."""
+"""Deprecated: the agent loop is :mod:`rar.loop` now.
 
-from rar.agent.loop import Agent, AgentResult, AgentStep, StopReason
+``from rar.agent import Agent`` and ``from rar.agent.loop import Agent`` keep working until RAR
+0.2, each old module warning once (:class:`~rar.errors.RarDeprecationWarning`); every name is the
+new module's own object. ``rar._moved`` explains the shims.
+"""
 
-__all__ = ["Agent", "AgentResult", "AgentStep", "StopReason"]
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+from rar._moved import ShimPackage, submodules, warn_moved
+from rar.loop import *  # noqa: F403
+from rar.loop import __all__ as __all__
+
+warn_moved(__name__)
+sys.modules[__name__].__class__ = ShimPackage
+
+_SUBMODULES = submodules(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    # `import rar.agent; rar.agent.loop` worked before (the package imported its module)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,89 +1,28 @@
-"""The protocol and state layer of the science runtime's agents.
+"""Deprecated: the science runtime's protocols are :mod:`rar.science.protocols` now.
 
-* :mod:`~rar.agents.bdi` — :class:`BDIState`: beliefs, desires, intentions; every change a
-  ``bdi.update`` event;
-* :mod:`~rar.agents.acl` — :class:`Performative`, :class:`ACLMessage` and the :class:`MessageBus`
-  that records each message as a ``message`` event and delivers it;
-* :mod:`~rar.agents.contract_net` — :class:`ContractNet`: CFP → BID → evaluation → AWARD/REJECT
-  → REPORT, with the task state machine;
-* :mod:`~rar.agents.argumentation` — Dung frameworks and their grounded extension;
-* :mod:`~rar.agents.audit` — the Auditor's six checks, :class:`AuditReport` and challenges;
-* :mod:`~rar.agents.modes` — :class:`Mode` (``owl_lite``, ``owl_dl``, ``owl_full``) and its
-  thresholds.
-
-``docs/agents.md`` describes the protocols and the recorded events.
+``import rar.agents`` and ``from rar.agents.bdi import BDIState`` keep working until RAR 0.2, each
+old module warning once (:class:`~rar.errors.RarDeprecationWarning`); every name is the new
+module's own object. ``rar._moved`` explains the shims.
 """
 
-from rar.agents.acl import ACLMessage, MessageBus, Performative
-from rar.agents.argumentation import Argument, ArgumentationFramework, Label
-from rar.agents.audit import (
-    CHECKS,
-    AuditReport,
-    Challenge,
-    Check,
-    Draft,
-    DraftClaim,
-    Execution,
-    Finding,
-    audit,
-    check_evidence_quantity,
-    check_evidence_structure,
-    check_relevance,
-    check_runtime_errors,
-    check_success,
-    check_unit_consistency,
-    log_audit,
-)
-from rar.agents.bdi import BDIComponent, BDIOp, BDIState
-from rar.agents.contract_net import (
-    CONTRACT_NET_PROTOCOL,
-    TRANSITIONS,
-    Bid,
-    ContractNet,
-    Task,
-    TaskState,
-    bid_score,
-)
-from rar.agents.errors import IllegalTransitionError, InvalidBidError, ProtocolError
-from rar.agents.modes import POLICIES, Mode, ModePolicy
+from __future__ import annotations
 
-__all__ = [
-    "CHECKS",
-    "CONTRACT_NET_PROTOCOL",
-    "POLICIES",
-    "TRANSITIONS",
-    "ACLMessage",
-    "Argument",
-    "ArgumentationFramework",
-    "AuditReport",
-    "BDIComponent",
-    "BDIOp",
-    "BDIState",
-    "Bid",
-    "Challenge",
-    "Check",
-    "ContractNet",
-    "Draft",
-    "DraftClaim",
-    "Execution",
-    "Finding",
-    "IllegalTransitionError",
-    "InvalidBidError",
-    "Label",
-    "MessageBus",
-    "Mode",
-    "ModePolicy",
-    "Performative",
-    "ProtocolError",
-    "Task",
-    "TaskState",
-    "audit",
-    "bid_score",
-    "check_evidence_quantity",
-    "check_evidence_structure",
-    "check_relevance",
-    "check_runtime_errors",
-    "check_success",
-    "check_unit_consistency",
-    "log_audit",
-]
+import importlib
+import sys
+from typing import Any
+
+from rar._moved import ShimPackage, submodules, warn_moved
+from rar.science.protocols import *  # noqa: F403
+from rar.science.protocols import __all__ as __all__
+
+warn_moved(__name__)
+sys.modules[__name__].__class__ = ShimPackage
+
+_SUBMODULES = submodules(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    # `import rar.agents; rar.agents.bdi` worked before (the package imported its modules)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

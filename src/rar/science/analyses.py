@@ -538,7 +538,7 @@ def _arrhenius(c: _Context) -> Analysis | None:
 def _per_second(unit: str, *, default: str) -> float:
     """What turns "per time unit of this rate" into "per second" (``K/min`` → 1/60), via pint;
     the default unit when the header has none pint can read."""
-    from rar.agents._units import registry
+    from rar.science.protocols._units import registry
 
     ureg = registry()
     for text in (unit, default):
@@ -612,7 +612,7 @@ def _eyring(c: _Context) -> Analysis | None:
 
 def _rate_constant_factor(unit: str) -> float:
     """The factor that puts a rate constant in s⁻¹ (or M⁻ⁿ s⁻¹); 1.0 when pint cannot tell."""
-    from rar.agents._units import registry
+    from rar.science.protocols._units import registry
 
     ureg = registry()
     try:
@@ -820,7 +820,7 @@ def slope_unit(y_unit: str, x_unit: str, estimate: float) -> tuple[str, float]:
     gives ``("N/m", 1000.0)``; units of the same dimension give a pure number (``""``); units
     pint cannot read are kept as written (``"a.u./mM"``, factor 1).
     """
-    from rar.agents._units import registry
+    from rar.science.protocols._units import registry
 
     ureg = registry()
     try:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from rar.agents.audit import AuditReport, Check, Draft, Finding, challenges
-from rar.agents.modes import Mode
 from rar.errors import StructuredOutputError
 from rar.llm.client import Client
 from rar.llm.types import Message
+from rar.science.protocols.audit import AuditReport, Check, Draft, Finding, challenges
+from rar.science.protocols.modes import Mode
 
 ATTEMPTS = 2
 

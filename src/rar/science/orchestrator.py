@@ -31,7 +31,16 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from rar.agents import (
+from rar.errors import ProviderError
+from rar.llm.client import Client
+from rar.llm.types import Message
+from rar.runtime.run import Run, RunWaiting, error_value
+from rar.sandbox.result import VOLATILE_FIELDS
+from rar.science import protocol as p
+from rar.science.answer import render_answer
+from rar.science.figures import record_fit_figure
+from rar.science.planner import planner_message
+from rar.science.protocols import (
     ACLMessage,
     ArgumentationFramework,
     AuditReport,
@@ -44,16 +53,7 @@ from rar.agents import (
     audit,
     log_audit,
 )
-from rar.agents.modes import POLICIES
-from rar.errors import ProviderError
-from rar.llm.client import Client
-from rar.llm.types import Message
-from rar.runtime.run import Run, RunWaiting, error_value
-from rar.sandbox.result import VOLATILE_FIELDS
-from rar.science import protocol as p
-from rar.science.answer import render_answer
-from rar.science.figures import record_fit_figure
-from rar.science.planner import planner_message
+from rar.science.protocols.modes import POLICIES
 from rar.science.questions import Question, classify
 
 ResearchFn = Callable[[str, int], dict[str, Any]]

@@ -29,13 +29,13 @@ from typing import Any
 
 import orjson
 
-from rar.agents.support import WORD_SHARE, unsupported_numbers, word_share
 from rar.evidence.analysis import tokenize
 from rar.llm.types import FinishReason, Message, Request, Response, ToolCall, Usage
 from rar.science import protocol as p
 from rar.science.analyses import Analysis, analyses_for
 from rar.science.answer import render_answer
 from rar.science.compose import addresses, select
+from rar.science.protocols.support import WORD_SHARE, unsupported_numbers, word_share
 from rar.science.questions import Question, classify
 from rar.science.tables import Table
 

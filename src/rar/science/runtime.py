@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rar.agents import Mode
 from rar.evidence import BM25Index, Corpus, index_directory, resolve_corpus
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
@@ -32,6 +31,7 @@ from rar.science.planner_model import (
     reasoning_effort,
     takes_reasoning,
 )
+from rar.science.protocols import Mode
 from rar.science.spec import DEFAULT_MODEL, MODES
 from rar.science.tables import parse_tables
 from rar.store.manifest import RunStatus

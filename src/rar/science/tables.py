@@ -210,7 +210,7 @@ def unit_kind(unit: str) -> str | None:
         return None
     if unit.strip().lower() in _CELSIUS:
         return "temperature"
-    from rar.agents._units import registry
+    from rar.science.protocols._units import registry
 
     try:
         dims = registry().Quantity(1, pint_unit(unit)).dimensionality

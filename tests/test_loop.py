@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rar.agent import Agent, StopReason
 from rar.errors import ProviderUnavailableError
 from rar.llm import Message, Request, Response, ScriptedModel, ToolCall, tool_call
 from rar.llm.client import Client, RetryPolicy
 from rar.llm.profiles import Profiles
+from rar.loop import Agent, StopReason
 from rar.redaction import Redactor
 from rar.runtime.start import record
 from rar.store.store import Store

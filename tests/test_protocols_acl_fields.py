@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rar.agents import (
+from rar.redaction import Redactor
+from rar.replay.diff import diff_runs
+from rar.runtime.run import Run
+from rar.runtime.start import record
+from rar.science.protocols import (
     CONTRACT_NET_PROTOCOL,
     ACLMessage,
     ContractNet,
     MessageBus,
     Performative,
 )
-from rar.redaction import Redactor
-from rar.replay.diff import diff_runs
-from rar.runtime.run import Run
-from rar.runtime.start import record
 from rar.store.events import EVENT_ADAPTER
 from rar.store.store import Store
 

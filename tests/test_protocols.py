@@ -1,4 +1,4 @@
-"""The agents' protocol layer: BDI state, ACL messages, Contract Net, argumentation, the audit."""
+"""The science runtime's protocols: BDI state, ACL messages, Contract Net, argumentation, audit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rar.agents import (
+from rar.errors import CanonicalizationError
+from rar.hashing import digest_value
+from rar.redaction import Redactor
+from rar.replay import execute, replay
+from rar.runtime.run import Run
+from rar.runtime.start import record
+from rar.science.protocols import (
     ACLMessage,
     ArgumentationFramework,
     BDIState,
@@ -28,12 +34,6 @@ from rar.agents import (
     bid_score,
     log_audit,
 )
-from rar.errors import CanonicalizationError
-from rar.hashing import digest_value
-from rar.redaction import Redactor
-from rar.replay import execute, replay
-from rar.runtime.run import Run
-from rar.runtime.start import record
 from rar.store.events import EVENT_ADAPTER
 from rar.store.store import Store
 

@@ -11,11 +11,11 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from rar.agent import Agent
 from rar.cli import cli
 from rar.llm import Message, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
+from rar.loop import Agent
 from rar.redaction import Redactor
 from rar.replay.diff import STATUSES, RunDiff, diff_runs
 from rar.runtime.start import record

@@ -10,13 +10,13 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from rar.agent import Agent
 from rar.cli.export_cmd import export_command
 from rar.demo import run_demo
 from rar.export import TrajectoryError, check_steps, export_trajectory, load_schema, validate
 from rar.llm import Message, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
+from rar.loop import Agent
 from rar.replay.engine import execute
 from rar.runtime.run import Run
 from rar.store.store import Store

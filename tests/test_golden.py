@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from rar.agent import Agent, AgentResult
 from rar.llm import Message, Request, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
+from rar.loop import Agent, AgentResult
 from rar.runtime.run import Run
 from rar.testing import (
     CassetteMissingError,
@@ -196,7 +196,7 @@ def test_the_cassettes_are_small_and_self_contained() -> None:
 # --- the plugin itself, on tiny test files ----------------------------------------------------
 
 INNER = '''
-from rar.agent import Agent
+from rar.loop import Agent
 from rar.llm import Message, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles

@@ -118,3 +118,12 @@ def test_the_viewer_commands_run(tmp_path: Path) -> None:
         assert result.returncode == 0, (line, result.stdout, result.stderr)
     assert (tmp_path / "run.html").read_text().startswith("<!doctype html>")
     assert '"format": "rar.trajectory/1"' in (tmp_path / "run.json").read_text()
+
+
+def test_the_flow_commands_run_offline(tmp_path: Path) -> None:
+    block = next(b for b in blocks("bash") if "rar flow demo" in b)
+    for line in block.strip().splitlines():
+        command = shlex.split(line.split("#")[0])
+        result = _rar(command[1:], tmp_path)
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+        assert "M, CodeSummarizer, ↴, M, FeatureIdentifier" in result.stdout

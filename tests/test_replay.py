@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rar.agent import Agent
 from rar.demo import QUESTION, SCRIPT, demo_agent, run_demo
 from rar.llm import ScriptedModel
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
+from rar.loop import Agent
 from rar.redaction import Redactor
 from rar.replay import (
     NondeterminismError,

@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rar.agent import Agent
 from rar.llm import Message, ScriptedModel, ToolCall, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
+from rar.loop import Agent
 from rar.redaction import Redactor
 from rar.replay import ReplayRefusedError, ReplayReport, execute, replay
 from rar.runtime.run import Run

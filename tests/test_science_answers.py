@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from rar.agents import Mode
 from rar.llm import Message, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
@@ -22,6 +21,7 @@ from rar.science import ask_question
 from rar.science import protocol as p
 from rar.science.evaluation import grade, load_questions
 from rar.science.orchestrator import MAX_REPLANS, Orchestrator
+from rar.science.protocols import Mode
 from rar.store.store import Store
 
 QUESTIONS = Path(__file__).parent / "data" / "science_questions.yaml"
@@ -324,7 +324,7 @@ def test_a_model_auditor_that_rejects_a_claim_removes_it_in_owl_dl(store: Store)
 
 
 def test_the_success_check_does_not_pass_when_nothing_was_done() -> None:
-    from rar.agents.audit import Draft, check_success
+    from rar.science.protocols.audit import Draft, check_success
 
     check = check_success(Draft(), Mode.OWL_LITE)
     assert not check.passed and "no work to check" in check.detail

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from browser import CHROMIUM, ViewerServer, launch_chromium, new_page
-from rar.agents import (
+from rar.redaction import Redactor
+from rar.runtime.start import record
+from rar.science.protocols import (
     ACLMessage,
     ArgumentationFramework,
     BDIState,
@@ -26,8 +28,6 @@ from rar.agents import (
     audit,
     log_audit,
 )
-from rar.redaction import Redactor
-from rar.runtime.start import record
 from rar.store.store import Store
 
 if not CHROMIUM.exists():

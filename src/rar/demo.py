@@ -8,10 +8,10 @@ the store as a complete, verifiable record.
 
 from __future__ import annotations
 
-from rar.agent import Agent
 from rar.llm import Message, ScriptedModel, tool_call
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
+from rar.loop import Agent
 from rar.runtime.run import Run
 from rar.store.store import Store
 from rar.tools import calculator

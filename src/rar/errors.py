@@ -7,7 +7,8 @@ Every exception RAR raises on purpose derives from :class:`RarError`::
     │   ├── CanonicalizationError  a value cannot be hashed canonically (NaN, big int, bytes, ...)
     │   └── ConfigError            a setting or argument is invalid
     │       ├── MissingAPIKeyError a provider's key is not set (names the variable)
-    │       └── ProfileError       a profile file or entry is invalid (names file, profile, field)
+    │       ├── ProfileError       a profile file or entry is invalid (names file, profile, field)
+    │       └── ContextLengthExceededError  a request is longer than its profile's context
     ├── StoreError                 the run store cannot do what was asked
     │   ├── StoreNotWritableError  the store directory cannot be created or written
     │   ├── RunNotFoundError       no run matches an id or prefix
@@ -29,6 +30,9 @@ Every exception RAR raises on purpose derives from :class:`RarError`::
         ├── ProviderUnavailableError  5xx, timeouts, connection errors: worth retrying
         ├── MalformedResponseError the provider answered something RAR cannot read
         └── StreamInterruptedError a streamed answer stopped before it finished
+
+One warning class sits beside the tree: :class:`RarDeprecationWarning` (a ``DeprecationWarning``)
+for an old name that still works, e.g. an import path that moved (see ``rar._moved``).
 
 Every error carries structured attributes (``run_id``, ``seq``, ``path``, ...) next to a
 message that says what happened, why, and what to do next. The CLI prints the message and
@@ -277,6 +281,48 @@ class ProfileError(ConfigError):
         )
 
 
+class ContextLengthExceededError(ConfigError):
+    """A request does not fit its profile's ``max_context_length``: refused before it is sent,
+    so nothing is recorded for it."""
+
+    def __init__(
+        self,
+        *,
+        profile: str,
+        limit: int,
+        prompt_tokens: int,
+        max_tokens: int,
+        encoding: str | None,
+        trimmed: bool = False,
+    ) -> None:
+        needed = prompt_tokens + max_tokens
+        counted = f"counted with {encoding}" if encoding else "estimated at 4 characters a token"
+        what = (
+            "even trimmed to its system messages and its last user turn, the request needs "
+            if trimmed
+            else "the request needs "
+        )
+        advice = (
+            "shorten the system prompt or the last message, lower max_tokens, or use a profile "
+            "with a longer context"
+            if trimmed
+            else 'shorten the conversation, lower max_tokens, set context_overflow = "trim" in '
+            "the profile to drop the oldest turns, or use a profile with a longer context"
+        )
+        super().__init__(
+            f"{what}{needed} tokens ({prompt_tokens} of prompt, {counted}, + max_tokens "
+            f"{max_tokens}), more than the max_context_length of {limit} of profile "
+            f"{profile!r}; nothing was sent or recorded. To fix it: {advice}.",
+            profile=profile,
+            limit=limit,
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            tokens=needed,
+            encoding=encoding,
+            trimmed=trimmed,
+        )
+
+
 # --- providers ----------------------------------------------------------------------------------
 
 
@@ -331,3 +377,15 @@ class MalformedResponseError(ProviderError):
 
 class StreamInterruptedError(ProviderError):
     retryable = True
+
+
+# --- warnings --------------------------------------------------------------------------------
+
+
+class RarDeprecationWarning(DeprecationWarning):
+    """Something still works but is going away: the message names what to use instead.
+
+    A warning, not a :class:`RarError`: nothing failed. Filter it by this class, e.g.
+    ``warnings.simplefilter("error", RarDeprecationWarning)`` to find the old names a code base
+    still uses.
+    """

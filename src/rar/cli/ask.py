@@ -35,9 +35,9 @@ def ask_entry(
     cache: bool = True,
 ) -> dict[str, str]:
     """The entrypoint of a ``rar ask`` run (so that ``rar replay`` can re-create it)."""
-    from rar.agent import Agent
     from rar.llm.client import Client
     from rar.llm.profiles import Profile, Profiles
+    from rar.loop import Agent
     from rar.tools import default_tools
 
     client = Client(Profile.model_validate(profile), run=run, profiles=Profiles(), cache=cache)

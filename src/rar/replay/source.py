@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rar._moved import current_name
 from rar.errors import RunError
 from rar.store.store import Store
 
@@ -174,8 +175,8 @@ def exception_from_record(error: dict[str, Any]) -> BaseException:
     module, name = error.get("module"), str(error.get("type", "Exception"))
     cls: Any = None
     if module:
-        try:
-            cls = importlib.import_module(str(module))
+        try:  # a module that moved since the recording is imported under its name today
+            cls = importlib.import_module(current_name(str(module)))
             for part in name.split("."):
                 cls = getattr(cls, part)
         except (ImportError, AttributeError):

@@ -10,6 +10,8 @@
 
 One call is one ``llm`` effect: the request recorded is the provider-neutral request plus the
 provider, base URL and (text completion) prompt template, whose digest is also the cache key.
+Before the effect, a profile with ``max_context_length`` has the request counted and refused
+(nothing recorded) or trimmed to fit (the trimmed request recorded), see :mod:`rar.llm.context`.
 Inside the effect, the client serves a cached answer if the store has one, or calls the
 provider, retrying transient failures with backoff (honouring ``Retry-After``, giving up when
 it asks for more than the policy's cap) and then the fallback chain; the result records whether
@@ -32,6 +34,7 @@ from rar.errors import ConfigError, ProviderError, StructuredOutputError
 from rar.llm.alignment import align
 from rar.llm.cache import ResponseCache, cacheable
 from rar.llm.connect import connect
+from rar.llm.context import fit
 from rar.llm.interceptors import CallContext, CallStats, Interceptor, UsageStats
 from rar.llm.profiles import Profile, Profiles
 from rar.llm.provider import (
@@ -95,14 +98,27 @@ class _Target:
     def provider(self) -> Provider:
         with self._lock:
             if self._provider is None:
-                self._provider = connect(self.profile)
+                self._provider = self._connect(check_key=False)
             return self._provider
 
     def check(self) -> None:
         """Connect now, refusing a missing key or a bad setting before anything is recorded."""
         with self._lock:
             if self._provider is None:
-                self._provider = connect(self.profile, check_key=True)
+                self._provider = self._connect(check_key=True)
+
+    def _connect(self, *, check_key: bool) -> Provider:
+        provider = connect(self.profile, check_key=check_key)
+        if self.profile.detects_model:  # the model the server named is this profile's from now
+            detected = str(getattr(provider, "model", None) or "")
+            self.profile = self.profile.model_copy(update={"model": detected})
+        return provider
+
+    def ensure_model(self) -> str:
+        """The profile's model, asking the server first when the profile leaves it empty."""
+        if self.profile.detects_model:
+            _ = self.provider
+        return self.profile.model
 
     def payload(self, request: Request) -> dict[str, Any]:
         """The recorded request, whose digest is the cache key: a text-completion provider's
@@ -176,8 +192,9 @@ class Client:
             request = Request(model=self.profile.model, messages=tuple(messages), **fields)
         elif fields:
             request = request.model_copy(update=fields)
-        if request.model != self.profile.model:
-            request = request.model_copy(update={"model": self.profile.model})
+        model = self.targets[0].ensure_model()
+        if request.model != model:
+            request = request.model_copy(update={"model": model})
         return self.profile.apply(request)
 
     # --- calls -------------------------------------------------------------------------------
@@ -248,7 +265,13 @@ class Client:
 
     # --- the effect --------------------------------------------------------------------------
 
+    def _fit(self, request: Request) -> Request:
+        """The request within the profile's ``max_context_length``: as it is, trimmed, or
+        refused with a ContextLengthExceededError (before the effect: nothing is recorded)."""
+        return fit(request, self.profile)
+
     def _call(self, request: Request, deliver: ChunkCallback | None) -> Response:
+        request = self._fit(request)
         payload = self.targets[0].payload(request)
 
         def perform() -> dict[str, Any]:
@@ -264,6 +287,7 @@ class Client:
         return self._finish(request, result, time.perf_counter() - began)
 
     async def _acall(self, request: Request) -> Response:
+        request = self._fit(request)
         payload = self.targets[0].payload(request)
 
         async def perform() -> dict[str, Any]:
@@ -285,22 +309,22 @@ class Client:
     def _live(self, request: Request, deliver: ChunkCallback | None) -> dict[str, Any]:
         failures: list[tuple[dict[str, Any], ProviderError]] = []
         for target in self.targets:
-            call_request = request.model_copy(update={"model": target.profile.model})
+            call_request = request.model_copy(update={"model": target.ensure_model()})
             for attempt in range(1, self.retry.max_attempts + 1):
                 around = _Around(
                     self.interceptors, CallContext(call_request, target.profile, attempt)
                 )
                 try:
-                    around.before()
+                    sent = around.before()
                     provider = target.provider
                     stream = getattr(provider, "stream", None)
                     if deliver is not None and stream is not None:
-                        response = stream(call_request, deliver)
+                        # chunks reach the callbacks as they come, before `after` can rewrite
+                        response = around.after(stream(sent, deliver))
                     else:
-                        response = provider.complete(call_request)
+                        response = around.after(provider.complete(sent))
                         if deliver is not None and response.content:
                             deliver(StreamChunk(kind="content", text=response.content))
-                    around.after(response)
                     return _result(response, target, failures)
                 except BaseException as exc:
                     around.failed(exc)
@@ -316,20 +340,20 @@ class Client:
     async def _alive(self, request: Request) -> dict[str, Any]:
         failures: list[tuple[dict[str, Any], ProviderError]] = []
         for target in self.targets:
-            call_request = request.model_copy(update={"model": target.profile.model})
+            call_request = request.model_copy(update={"model": target.ensure_model()})
             for attempt in range(1, self.retry.max_attempts + 1):
                 around = _Around(
                     self.interceptors, CallContext(call_request, target.profile, attempt)
                 )
                 try:
-                    await around.abefore()
+                    sent = await around.abefore()
                     provider = target.provider
                     acomplete = getattr(provider, "acomplete", None)
                     if acomplete is not None:
-                        response = await acomplete(call_request)
+                        response = await acomplete(sent)
                     else:
-                        response = await asyncio.to_thread(provider.complete, call_request)
-                    around.after(response)
+                        response = await asyncio.to_thread(provider.complete, sent)
+                    response = around.after(response)
                     return _result(response, target, failures)
                 except BaseException as exc:  # cancelled calls give back what they reserved too
                     around.failed(exc)
@@ -420,27 +444,56 @@ def _failure(target: _Target, exc: ProviderError) -> dict[str, Any]:
 class _Around:
     """The interceptors around one attempt: each one whose ``before`` returned gets ``after``
     with the answer, or its optional ``failed(call, error)`` when the attempt fails, so what it
-    reserved in ``before`` (a rate limiter's tokens) is given back on every failure path."""
+    reserved in ``before`` (a rate limiter's tokens) is given back on every failure path.
+
+    A ``before`` that returns a Request replaces ``call.request`` (what this attempt sends, and
+    what the interceptors after it see); an ``after`` that returns a Response replaces the
+    answer the next ones get, and that the client returns and records."""
 
     def __init__(self, interceptors: Sequence[Interceptor], call: CallContext) -> None:
         self.interceptors = interceptors
         self.call = call
         self.entered: list[Interceptor] = []
 
-    def before(self) -> None:
+    def before(self) -> Request:
         for interceptor in self.interceptors:
-            interceptor.before(self.call)
+            replaced = interceptor.before(self.call)
             self.entered.append(interceptor)
+            self._rewrite_request(interceptor, replaced)
+        return self.call.request
 
-    async def abefore(self) -> None:
+    async def abefore(self) -> Request:
         for interceptor in self.interceptors:  # before may wait (rate limits): not on the loop
-            await asyncio.to_thread(interceptor.before, self.call)
+            replaced = await asyncio.to_thread(interceptor.before, self.call)
             self.entered.append(interceptor)
+            self._rewrite_request(interceptor, replaced)
+        return self.call.request
 
-    def after(self, response: Response) -> None:
+    def _rewrite_request(self, interceptor: Interceptor, replaced: object) -> None:
+        if replaced is None:
+            return
+        if not isinstance(replaced, Request):
+            raise ConfigError(
+                f"{type(interceptor).__name__}.before returned {type(replaced).__name__}; an "
+                "interceptor's before returns a rar.llm.Request to send instead, or None"
+            )
+        self.call.request = replaced
+
+    def after(self, response: Response) -> Response:
         while self.entered:
-            self.entered[0].after(self.call, response)
+            interceptor = self.entered[0]
+            replaced = interceptor.after(self.call, response)
             self.entered.pop(0)
+            if replaced is None:
+                continue
+            if not isinstance(replaced, Response):
+                raise ConfigError(
+                    f"{type(interceptor).__name__}.after returned {type(replaced).__name__}; "
+                    "an interceptor's after returns a rar.llm.Response to give back instead, "
+                    "or None"
+                )
+            response = replaced
+        return response
 
     def failed(self, error: BaseException) -> None:
         entered, self.entered = self.entered, []

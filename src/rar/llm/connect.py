@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rar.errors import ConfigError, MissingAPIKeyError
-from rar.llm.profiles import Profile
+from rar.llm.profiles import DETECTS_MODEL, Profile
 from rar.llm.provider import Provider
 from rar.llm.providers.scripted import ScriptedModel
 from rar.llm.types import Request
@@ -20,13 +20,24 @@ def echo(request: Request) -> str:
 BUILTIN_SCRIPTED = {"echo": echo}
 
 
-def connect(profile: Profile, *, check_key: bool = False, **options: Any) -> Provider:
+def connect(
+    profile: Profile, *, check_key: bool = False, detect_model: bool = True, **options: Any
+) -> Provider:
     """The provider a profile describes, with its key resolved from the environment.
 
     A missing key surfaces at the first call; ``check_key=True`` refuses it now instead.
     Replays connect without a key: served calls never reach the provider.
+
+    An ``openai`` or ``openai-text`` profile with an empty ``model`` asks its server now
+    (``GET {base_url}/models``) and uses the first model listed (the provider's ``model``);
+    ``detect_model=False`` connects without asking (the model stays unset).
     """
     kind = profile.provider
+    if not profile.model and kind not in DETECTS_MODEL:
+        raise ConfigError(
+            f"profile {profile.name!r} names no model; only {' and '.join(DETECTS_MODEL)} "
+            "profiles may leave it empty (it is then asked of the server)"
+        )
     if kind == "scripted":
         function = BUILTIN_SCRIPTED.get(profile.model)
         if function is None:
@@ -58,10 +69,16 @@ def connect(profile: Profile, *, check_key: bool = False, **options: Any) -> Pro
             common.update(api_key_env="", require_key=False)
         elif profile.key_variables:
             common["api_key_env"] = profile.key_variables[0]
+        provider: OpenAIChat | OpenAIText
         if kind == "openai":
-            return _checked(OpenAIChat(profile.model, **common), profile, key, elsewhere, check_key)
-        text = OpenAIText(profile.model, template=profile.template or "chatml", **common)
-        return _checked(text, profile, key, elsewhere, check_key)
+            provider = OpenAIChat(profile.model or None, **common)
+        else:
+            template = profile.template or "chatml"
+            provider = OpenAIText(profile.model or None, template=template, **common)
+        if not profile.model and detect_model:
+            provider.model = provider.detect_model()  # asked once, here, at connect time
+        _checked(provider, profile, key, elsewhere, check_key)
+        return provider
     if kind == "gemini":
         from rar.llm.providers.gemini import Gemini
 

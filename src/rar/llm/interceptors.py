@@ -5,8 +5,20 @@ attempt (never for cache hits, never in a replay). ``before`` may wait (rate lim
 (a budget is spent). An interceptor may also have ``failed(call, error)``: when an attempt fails
 (a provider error, any other exception, a cancellation) after its ``before`` returned, the
 client calls it instead of ``after``, so whatever ``before`` reserved can be given back.
-Shipped: :class:`TokenBucketLimiter` (requests and tokens per minute) and :class:`CostTracker`
-(cost per model, optional budget).
+
+Both may also rewrite, not only observe:
+
+* ``before`` may return a new :class:`~rar.llm.types.Request`: that attempt sends it, and the
+  interceptors after it in the list see it as ``call.request``. It is not recorded: the
+  recorded request, and so the cache key, stay the request the client made.
+* ``after`` may return a new :class:`~rar.llm.types.Response`: the interceptors after it get
+  that one, and the last one is what the caller gets *and* what is recorded (the rewriting
+  happens inside the effect), so a replay or a cache hit serves the rewritten answer without
+  running any interceptor again.
+
+Returning None keeps the request or response as it was. Interceptors run in list order, for
+``before`` and for ``after`` alike. Shipped: :class:`TokenBucketLimiter` (requests and tokens
+per minute) and :class:`CostTracker` (cost per model, optional budget).
 """
 
 from __future__ import annotations
@@ -22,9 +34,11 @@ from rar.llm.profiles import Profile
 from rar.llm.types import Request, Response, Usage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(eq=False, slots=True)
 class CallContext:
-    """What an interceptor knows about the call being made."""
+    """What an interceptor knows about the call being made: one object per attempt, the same
+    in ``before``, ``after`` and ``failed``. ``request`` is what the attempt sends: the client's
+    request for this target, or what an earlier interceptor's ``before`` returned."""
 
     request: Request
     profile: Profile
@@ -34,11 +48,12 @@ class CallContext:
 class Interceptor(Protocol):
     """``before`` and ``after`` around each live attempt; an optional
     ``failed(call, error)`` (found by duck typing) runs instead of ``after`` when the attempt
-    fails."""
+    fails. ``before`` may return the request to send instead, ``after`` the response to give
+    back (and record) instead; None keeps what there was."""
 
-    def before(self, call: CallContext) -> None: ...
+    def before(self, call: CallContext) -> Request | None: ...
 
-    def after(self, call: CallContext, response: Response) -> None: ...
+    def after(self, call: CallContext, response: Response) -> Response | None: ...
 
 
 @dataclass(frozen=True, slots=True)

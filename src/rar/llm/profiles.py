@@ -1,10 +1,16 @@
 """Model profiles: named model configurations, loadable from TOML or built in code.
 
 A profile names a provider and model with its settings (base URL, key reference, sampling,
-context length, prices per million tokens, reasoning effort) and a category (``s``, ``m``, ``l``,
-``xl``, ``hot``, ``cold``). Wherever a model is asked for, RAR accepts a profile name or
-``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
-``gemini:gemini-2.5-flash``, ``scripted:echo``).
+context length and how prompts are counted against it, prices per million tokens, reasoning
+effort and summary) and a category: one of the predefined ``s``, ``m``, ``l``, ``xl``, ``hot``,
+``cold``, or any short name of your own (``CUSTOM``, ``prod``), matched without regard to case.
+Wherever a model is asked for, RAR accepts a profile name, a category or ``provider:model``
+(``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``gemini:gemini-2.5-flash``,
+``scripted:echo``).
+
+An ``openai`` or ``openai-text`` profile may leave ``model`` empty: the model is then asked of
+its server (``GET {base_url}/models``, the first one listed) when the client connects, and the
+name found is what the run records (a replay uses the recorded name and asks no server).
 
 Profiles are read, later files overriding earlier ones, from:
 
@@ -35,13 +41,26 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rar.errors import ConfigError, MissingAPIKeyError, ProfileError
 from rar.llm.types import Request, Usage
 
 PROVIDERS = ("openai", "openai-text", "gemini", "anthropic", "scripted")
-Category = Literal["s", "m", "l", "xl", "hot", "cold"]
+#: The predefined categories (any other short name is a category too).
+CATEGORIES = ("s", "m", "l", "xl", "hot", "cold")
+#: A category: one of :data:`CATEGORIES` or a short name of your own.
+Category = str
+_CATEGORY = re.compile(r"[A-Za-z0-9_-]{1,32}")
+#: Providers whose profiles may leave ``model`` empty (asked of the server at connect time).
+DETECTS_MODEL = ("openai", "openai-text")
 _ENV_REF = re.compile(
     r"^(?:\$\{(?P<a>[A-Za-z_][A-Za-z0-9_]*)\}|env:(?P<b>[A-Za-z_][A-Za-z0-9_]*))$"
 )
@@ -97,22 +116,126 @@ class Cost(BaseModel):
         ) / 1_000_000
 
 
+def _invalid(profile: Any, field: str, message: str) -> ProfileError:
+    """A :class:`ProfileError` raised from a validator (pydantic passes it through as it is);
+    :meth:`Profiles.read` adds the file to it."""
+    name = profile if isinstance(profile, str) else None
+    error = ProfileError(message, profile=name, field=field)
+    error.reason = message  # type: ignore[attr-defined]
+    return error
+
+
 class Profile(BaseModel):
+    """A named model configuration (see the module's documentation and docs/models.md).
+
+    ``context_length`` is accepted as another name of ``max_context_length`` (reading it works
+    too); given both, they must agree.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     provider: str
-    model: str
-    category: Category | None = None
+    model: str = Field(default="", description="empty: asked of the server (openai, openai-text)")
+    category: Category | None = Field(default=None, description="s, m, l, xl, hot, cold, or own")
     base_url: str | None = None
     api_key: str | None = Field(default=None, description="${VAR} or env:VAR, never a value")
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)
-    context_length: int | None = Field(default=None, gt=0)
+    max_context_length: int | None = Field(
+        default=None, gt=0, description="prompt + max_tokens may not exceed it"
+    )
+    token_encoding: str | None = Field(
+        default=None, description="cl100k_base, o200k_base or none (4 characters a token)"
+    )
+    context_overflow: Literal["error", "trim"] = Field(
+        default="error", description="past max_context_length: refuse, or drop the oldest turns"
+    )
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    reasoning_summary: Literal["auto", "concise", "detailed"] | None = None
     template: str | None = Field(default=None, description="prompt template (openai-text)")
     cost: Cost = Cost()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _context_length_alias(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "context_length" not in data:
+            return data
+        data = dict(data)
+        alias = data.pop("context_length")
+        given = data.get("max_context_length")
+        if alias is not None and given is not None and alias != given:
+            raise _invalid(
+                data.get("name"),
+                "max_context_length",
+                f"context_length ({alias}) and max_context_length ({given}) disagree; they are "
+                "two names of one setting: give one",
+            )
+        if given is None:
+            data["max_context_length"] = alias
+        return data
+
+    @model_validator(mode="after")
+    def _a_model_or_a_server_to_ask(self) -> Profile:
+        if not self.model and self.provider not in DETECTS_MODEL:
+            raise _invalid(
+                self.name,
+                "model",
+                f"no model named; only {' and '.join(DETECTS_MODEL)} profiles may leave it "
+                "empty, to ask their server which model it serves",
+            )
+        return self
+
+    @field_validator("category")
+    @classmethod
+    def _short_category(cls, value: str | None) -> str | None:
+        if value is not None and not _CATEGORY.fullmatch(value):
+            raise ValueError(
+                "a category is a short name: 1 to 32 letters, digits, '_' or '-' "
+                f"(predefined: {', '.join(CATEGORIES)}; or your own, such as CUSTOM)"
+            )
+        return value
+
+    @field_validator("token_encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        from rar.llm.tokens import check_encoding
+
+        if value is not None:
+            try:
+                check_encoding(value)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("template")
+    @classmethod
+    def _known_template(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # lm-lib writes an empty template for chat completion
+        from rar.llm.providers.templates import template_name
+
+        try:
+            template_name(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @property
+    def context_length(self) -> int | None:
+        """The other name of :attr:`max_context_length`."""
+        return self.max_context_length
+
+    @property
+    def short_name(self) -> str | None:
+        """The category in capitals (``M``, ``CUSTOM``), as flows draw it; None without one."""
+        return self.category.upper() if self.category else None
+
+    @property
+    def detects_model(self) -> bool:
+        """Whether the model is asked of the server at connect time (``model`` left empty)."""
+        return not self.model and self.provider in DETECTS_MODEL
 
     @field_validator("provider")
     @classmethod
@@ -166,7 +289,8 @@ class Profile(BaseModel):
     def apply(self, request: Request) -> Request:
         """Fill the request's unset sampling fields from the profile."""
         updates: dict[str, Any] = {}
-        for field in ("temperature", "top_p", "max_tokens", "reasoning_effort"):
+        fields = ("temperature", "top_p", "max_tokens", "reasoning_effort", "reasoning_summary")
+        for field in fields:
             if getattr(request, field) is None and getattr(self, field) is not None:
                 updates[field] = getattr(self, field)
         return request.model_copy(update=updates) if updates else request
@@ -201,7 +325,10 @@ class Profiles:
             ) from None
 
     def category(self, category: str) -> list[Profile]:
-        return [p for p in self._by_name.values() if p.category == category]
+        """The profiles of ``category`` (predefined or your own), in the order they were read;
+        case does not matter (``m`` and ``M``, ``custom`` and ``CUSTOM`` are one category)."""
+        wanted = category.strip().lower()
+        return [p for p in self._by_name.values() if p.category and p.category.lower() == wanted]
 
     def resolve(self, spec: str) -> Profile:
         """A profile from a profile name, a category or ``provider:model``."""
@@ -253,6 +380,11 @@ class Profiles:
                 raise ProfileError("must be a table", path=path, profile=name)
             try:
                 self.add(Profile.model_validate({"name": name, **table}))
+            except ProfileError as exc:  # from a validator: add the file
+                reason = getattr(exc, "reason", exc.message)
+                raise ProfileError(
+                    reason, path=path, profile=name, field=exc.details.get("field")
+                ) from None
             except ValidationError as exc:
                 first = exc.errors()[0]
                 field = ".".join(str(part) for part in first["loc"]) or None

@@ -115,9 +115,18 @@ class Request(_Frozen):
     seed: int | None = None
     response_format: ResponseFormat | None = None
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    reasoning_summary: Literal["auto", "concise", "detailed"] | None = Field(
+        default=None,
+        description="how much of its reasoning a model should summarise (OpenAI's Responses "
+        "API); carried and keyed, not sent by the chat-completions providers",
+    )
 
     def payload(self) -> dict[str, Any]:
-        """The request as a JSON value for hashing and recording (messages pre-hashed)."""
+        """The request as a JSON value for hashing and recording (messages pre-hashed).
+
+        Fields left at their defaults are left out, so a field added later (such as
+        ``reasoning_summary``) changes no digest of a request recorded before it existed.
+        """
         data = self.model_dump(
             mode="json", exclude_defaults=True, by_alias=True, exclude={"messages"}
         )

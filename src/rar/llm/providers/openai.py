@@ -9,6 +9,9 @@ Both share one request pipeline: build the JSON body, send it (sync, async or st
 parse the answer. A streamed answer is assembled into the same JSON shape as a plain one and
 parsed by the same code, so streaming never changes the :class:`Response` a request gets.
 
+A provider made without a model can ask its server for one: :meth:`detect_model` reads
+``GET {base_url}/models`` (what a profile with an empty ``model`` does when it connects).
+
 The key comes from ``api_key`` or the environment variable ``api_key_env``; it is sent as a
 bearer token and never appears in an error, a repr or a record. Servers on loopback or private
 addresses get no Authorization header when no key is set (local servers rarely want one).
@@ -61,6 +64,22 @@ def is_local_url(url: str) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
 
 
+def _first_model(data: Any) -> str | None:
+    """The first model id of a ``/models`` answer: OpenAI's ``{"data": [{"id"}]}``, or the
+    ``{"models": [{"model" | "name"}]}`` that llama.cpp's server also sends."""
+    if not isinstance(data, dict):
+        return None
+    for entry in data.get("data") or ():
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
+            return str(entry["id"])
+    for entry in data.get("models") or ():
+        if isinstance(entry, dict):
+            for key in ("model", "name", "id"):
+                if isinstance(entry.get(key), str) and entry[key]:
+                    return str(entry[key])
+    return None
+
+
 # --- the providers --------------------------------------------------------------------------
 
 
@@ -101,6 +120,43 @@ class _OpenAICompatible(HTTPProvider):
 
     def _repr_extra(self) -> str:
         return f", template={t.name!r}" if (t := getattr(self, "template", None)) else ""
+
+    def detect_model(self) -> str:
+        """The first model id the server lists at ``GET {base_url}/models`` (local servers such
+        as llama.cpp, vLLM, Ollama and LM Studio list what they serve); a :class:`ConfigError`
+        when it cannot be asked or lists none. Used for profiles that leave ``model`` empty."""
+        url = f"{self.base_url}/models"
+        fix = 'start the server, or name the model in the profile (model = "...")'
+        if (urlsplit(self.base_url).hostname or "").lower() == wire.OFFICIAL_HOST:
+            raise ConfigError(
+                f"{self.name}: no model named, and {self.base_url} serves many; the model is "
+                "detected only from a server of your own (give its base_url): name the model"
+            )
+        headers = {k: v for k, v in self._headers().items() if k != "Content-Type"}
+        try:
+            answer = self._http().get(url, headers=headers)
+        except httpx2.TransportError as exc:
+            raise ConfigError(
+                f"{self.name}: no model named, and asking {url} which one it serves failed "
+                f"({type(exc).__name__}: {exc}); {fix}"
+            ) from exc
+        if answer.status_code >= 400:
+            raise ConfigError(
+                f"{self.name}: no model named, and {url} answered HTTP {answer.status_code} "
+                f"when asked which model it serves; {fix}"
+            )
+        try:
+            data = orjson.loads(answer.content)
+        except orjson.JSONDecodeError:
+            data = None
+        model = _first_model(data)
+        if model is None:
+            raise ConfigError(
+                f"{self.name}: no model named, and {url} lists no model (expected "
+                '{"data": [{"id": ...}, ...]}); load a model into the server, or name it in '
+                "the profile"
+            )
+        return model
 
     # --- the calls ---
 
@@ -262,9 +318,11 @@ class OpenAIChat(_OpenAICompatible):
 class OpenAIText(_OpenAICompatible):
     """An OpenAI-compatible ``/completions`` endpoint for base models, with a prompt template.
 
-    ``template`` is a template name (``"chatml"``, ``"llama3"``, ``"none"``) or a
+    ``template`` is a template name (``"chatml"``, ``"llama3"``, ``"harmony"`` or
+    ``"gpt-oss"``, ``"mistral"``, ``"mistral-v3"``, ``"none"`` or ``"no"``) or a
     :class:`~rar.llm.providers.templates.PromptTemplate`; its stop strings are sent in front
-    of the request's own. Tools and structured output need :class:`OpenAIChat`.
+    of the request's own, and a template that parses its answers (harmony) splits the text
+    into content and reasoning. Tools and structured output need :class:`OpenAIChat`.
     """
 
     name = "openai-text"
@@ -288,14 +346,16 @@ class OpenAIText(_OpenAICompatible):
                 f"({request.response_format.type}); use OpenAIChat for response_format"
             )
         stop = tuple(dict.fromkeys((*self.template.stop, *request.stop)))
-        return {"prompt": self.template.render(request.messages), **wire.sampling(request, stop)}
+        prompt = self.template.render(request.messages, reasoning_effort=request.reasoning_effort)
+        return {"prompt": prompt, **wire.sampling(request, stop)}
 
     def _parse(self, data: dict[str, Any], request: Request) -> Response:
         choice = wire.first_choice(data, self.name)
         text = choice.get("text")
         if not isinstance(text, str):
             raise MalformedResponseError("`choices[0]` has no `text`", provider=self.name)
-        return self._response(data, choice, request, content=text or None)
+        content, reasoning = self.template.split(text)  # harmony: final and analysis apart
+        return self._response(data, choice, request, content=content, reasoning=reasoning)
 
     def _delta(self, choice: dict[str, Any]) -> dict[str, Any]:
         return {"content": expect(choice.get("text"), str, "choices[0].text", self.name)}

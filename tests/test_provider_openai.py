@@ -750,6 +750,25 @@ def test_acomplete_gives_the_same_response_as_complete(
     assert server.received[0].body == server.received[1].body
 
 
+def test_async_calls_in_one_event_loop_share_one_pooled_client(
+    server: OpenAIServer, chat: OpenAIChat
+) -> None:
+    server.script(*[Answer(content=f"a{n}") for n in range(6)])
+
+    async def many() -> tuple[list[str | None], int, int]:
+        answers = await asyncio.gather(*(chat.acomplete(ask(f"q{n}")) for n in range(6)))
+        pooled = len(chat._loop_clients)
+        await chat.aclose()
+        return [a.content for a in answers], pooled, len(chat._loop_clients)
+
+    contents, pooled, after = asyncio.run(many())
+    assert sorted(c or "" for c in contents) == [f"a{n}" for n in range(6)]
+    assert (pooled, after) == (1, 0)  # one client for the loop (not one per call), then closed
+    # a new event loop gets a client of its own, and the provider stays usable
+    server.script(Answer(content="again"))
+    assert asyncio.run(chat.acomplete(ask())).content == "again"
+
+
 def test_acomplete_maps_http_errors(server: OpenAIServer, chat: OpenAIChat) -> None:
     server.script(Raw(404, _error("no such model", "invalid_request_error")))
     with pytest.raises(ModelNotFoundError):

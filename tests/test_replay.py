@@ -444,3 +444,19 @@ def test_the_live_result_is_the_recorded_one_so_replays_see_the_same_values(
     recorded = store.resolve_payload(store.events(run.id)[-1]["result"])
     assert recorded == "{'pair': [1, 2], 'rows': [[2, 412.4]]}"  # canonical: sorted keys
     assert replay(run.id, store=store, function=shows, redactor=QUIET).reproducible
+
+
+def _big_input_entry(run: Any, items: list[str]) -> dict[str, Any]:
+    return {"count": len(items), "first": items[0]}
+
+
+def test_a_large_input_is_replayed_from_its_blob(tmp_path: Path) -> None:
+    from rar.replay.engine import execute, replay
+
+    items = [f"item number {n} with some text" for n in range(100)]  # well over the inline limit
+    run = execute(_big_input_entry, inputs={"items": items}, store=tmp_path / "runs")
+    manifest = run.store.manifest(run.id)
+    assert manifest.inputs["items"].size > 1024  # held as a blob, "value": null in the JSON
+    report = replay(run.id, store=tmp_path / "runs")
+    assert report.replay_status == "reproducible", report.as_dict()
+    assert report.result_equal

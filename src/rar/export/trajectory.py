@@ -38,7 +38,7 @@ def export_trajectory(store: Store, run_id: str) -> dict[str, Any]:
     manifest = store.manifest(run_id)
     events = store.events(run_id)
     inputs = {
-        name: _resolve(store, ref.model_dump(mode="json", exclude_unset=True))
+        name: _resolve(store, ref.reference())
         for name, ref in manifest.inputs.items()
     }
     finished = next((e for e in reversed(events) if e.get("type") == "run.finished"), None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,10 +175,13 @@ class FlowContext:
         """The execution graph as lm-lib prints it: tokens joined by ``", "``."""
         return ", ".join(self.graph)
 
-    def copy(self) -> FlowContext:
-        """An independent copy (values deep-copied; messages are immutable and shared)."""
+    def copy(self, *, without: Iterable[str] = ()) -> FlowContext:
+        """An independent copy (values deep-copied, but those of keys in ``without``; messages
+        are immutable and shared)."""
+        left_out = set(without)
+        values = {k: v for k, v in self.values.items() if k not in left_out}
         return FlowContext(
-            values=copy.deepcopy(self.values),
+            values=copy.deepcopy(values),
             conversation=list(self.conversation),
             graph=list(self.graph),
             error=copy.deepcopy(self.error),

@@ -215,7 +215,10 @@ class Flow:
         ctx.streaming = ctx.streaming or self.streaming
         walk = _Walk(run, self.name, asyncio.Semaphore(self.concurrency))
         with walk.span(self.name, flow=self.name, start=start):
-            contexts = await self._execute(walk, ctx, self.agents[start])
+            try:
+                contexts = await self._execute(walk, ctx, self.agents[start])
+            finally:
+                await _close_clients(walk)
             ordered = [c for c in contexts if not c.failed] + [c for c in contexts if c.failed]
             stats = walk.statistics
             walk.log(
@@ -284,8 +287,10 @@ class Flow:
         total = len(prompts)
         split_contexts = []
         for split in splits or []:
-            child = ctx.copy()  # values deep-copied: no split sees another's writes
+            # values deep-copied, so no split sees another's writes; a branched list is not
+            # copied whole for each split, only its element
             narrowed = {k: v for k, v in split.context.items() if v is not ctx.values.get(k)}
+            child = ctx.copy(without=narrowed)
             child.values.update(copy.deepcopy(narrowed))
             child.prompt = split.prompt
             split_contexts.append(child)
@@ -646,6 +651,15 @@ class Flow:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+async def _close_clients(walk: _Walk) -> None:
+    """Close the connections the walk's clients pooled in this event loop (each walk may run in
+    a loop of its own, ``Flow.walk`` does); a client the caller passed in is the caller's."""
+    for client, _ in walk.clients.values():
+        close = getattr(client, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _type(agent: Any, ctx: FlowContext) -> AgentType:

@@ -95,6 +95,12 @@ class _Target:
             self.profile, self._provider = profile, None
 
     @property
+    def connected(self) -> Provider | None:
+        """The provider if it was connected already (None: never used)."""
+        with self._lock:
+            return self._provider
+
+    @property
     def provider(self) -> Provider:
         with self._lock:
             if self._provider is None:
@@ -174,6 +180,15 @@ class Client:
     @property
     def profile(self) -> Profile:
         return self.targets[0].profile
+
+    async def aclose(self) -> None:
+        """Close the async connections the providers pooled in the running event loop (call it
+        before the loop ends, e.g. at the end of ``asyncio.run``); the client stays usable."""
+        for target in self.targets:
+            provider = target.connected
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
 
     def connect(self) -> Client:
         """Connect every provider now, so that a missing key or bad setting shows up early."""

@@ -243,7 +243,7 @@ def _replayable(
 
 def _inputs(store: Store, manifest: Manifest) -> dict[str, Any]:
     return {
-        name: store.resolve_payload(ref.model_dump(exclude_unset=True))
+        name: store.resolve_payload(ref.reference())
         for name, ref in manifest.inputs.items()
     }
 

@@ -27,6 +27,15 @@ class PayloadRef(_Model):
     size: int
     value: Any = None
 
+    def reference(self) -> dict[str, Any]:
+        """The reference as :func:`rar.store.payloads.resolve` reads it: ``value`` only when
+        the payload is inline. (A manifest's JSON writes ``"value": null`` for a payload held as
+        a blob; only an inline ``null`` has the 4 bytes of ``null``.)"""
+        ref: dict[str, Any] = {"digest": self.digest, "size": self.size}
+        if self.value is not None or self.size == len(b"null"):
+            ref["value"] = self.value
+        return ref
+
 
 class ErrorValue(_Model):
     """An exception as a value in the record: what failed and why, never disguised as output."""

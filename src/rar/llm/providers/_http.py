@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
@@ -271,6 +273,11 @@ class HTTPProvider:
         self._client = http_client
         self._owns_client = http_client is None
         self._async_client = async_http_client
+        # one pooled async client per event loop (an AsyncClient is bound to the loop it first
+        # ran in): a new client per call would build a TLS context each time, tens of ms of CPU
+        self._loop_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx2.AsyncClient
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the key
@@ -318,12 +325,29 @@ class HTTPProvider:
         except httpx2.TransportError as exc:
             raise transport_error(exc, provider=self.name) from exc
 
+    def _async_http(self) -> httpx2.AsyncClient:
+        if self._async_client is not None:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._loop_clients.get(loop)
+            if client is None:
+                client = httpx2.AsyncClient(timeout=self.timeout)
+                self._loop_clients[loop] = client
+            return client
+
+    async def aclose(self) -> None:
+        """Close the pooled async connections this provider opened in the running event loop
+        (it stays usable); a client passed in stays open."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._loop_clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
     async def _apost(self, url: str, *, content: bytes, headers: dict[str, str]) -> httpx2.Response:
         try:
-            if self._async_client is not None:
-                return await self._async_client.post(url, content=content, headers=headers)
-            async with httpx2.AsyncClient(timeout=self.timeout) as client:
-                return await client.post(url, content=content, headers=headers)
+            return await self._async_http().post(url, content=content, headers=headers)
         except httpx2.TransportError as exc:
             raise transport_error(exc, provider=self.name) from exc
 

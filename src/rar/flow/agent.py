@@ -28,12 +28,14 @@ the end.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rar.flow.context import AgentType, FlowContext, Next
 from rar.flow.handlers import TextHandler
+from rar.flow.templates import merge_contexts
 
 Hook = Callable[[FlowContext], Any]
 Merge = Callable[[list[FlowContext]], Any]
@@ -127,13 +129,9 @@ def merge_keys(keys: Sequence[str]) -> Merge:
         if not contexts:
             return []
         merged = contexts[0].copy()
-        for key in keys:
-            values: list[Any] = []
-            for context in contexts:
-                if key in context:
-                    value = context[key]
-                    values.extend(value if isinstance(value, list | tuple) else [value])
-            merged[key] = values
+        parts = [{k: c.values[k] for k in keys if k in c.values} for c in contexts]
+        combined = merge_contexts(keys, copy.deepcopy(parts))
+        merged.values.update({key: combined[key] for key in keys})
         return [merged]
 
     return merge

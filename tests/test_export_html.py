@@ -113,8 +113,13 @@ def test_embedded_json_holds_the_run(world: dict[str, Any]) -> None:
     assert checked > 20
     assert data["errors"] == {} and data["cut"] == {}
     # linked: no blob value names another blob by digest (numbers instead)
-    assert "sha256:" not in json.dumps([b for b in data["blobs"] if isinstance(b, dict)
-                                        and ("item" in b or "$chain" in json.dumps(b))])
+    assert "sha256:" not in json.dumps(
+        [
+            b
+            for b in data["blobs"]
+            if isinstance(b, dict) and ("item" in b or "$chain" in json.dumps(b))
+        ]
+    )
     anchors = data["run"]["anchors"]["anchors"]
     assert anchors and all(a["status"] == "matches" for a in anchors.values()), anchors
     # compressed or not, the same document

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         UserError,
     )
     from rar.hashing import Canonical, canonical, digest_bytes, digest_value
+    from rar.interop import AsyncRecordingTransport, RecordingTransport
     from rar.redaction import Redactor
     from rar.runtime import Run, Span, record
     from rar.store import Manifest, RunStatus, Store, VerifyReport, verify_store
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "AmbiguousRunIdError": "rar.errors",
     "AppendError": "rar.errors",
+    "AsyncRecordingTransport": "rar.interop",
     "BlobMissingError": "rar.errors",
     "Canonical": "rar.hashing",
     "CanonicalizationError": "rar.errors",
@@ -51,6 +53,7 @@ _EXPORTS = {
     "Manifest": "rar.store",
     "ManifestMissingError": "rar.errors",
     "RarError": "rar.errors",
+    "RecordingTransport": "rar.interop",
     "Redactor": "rar.redaction",
     "Run": "rar.runtime",
     "RunClosedError": "rar.errors",
@@ -75,6 +78,7 @@ _EXPORTS = {
 __all__ = [
     "AmbiguousRunIdError",
     "AppendError",
+    "AsyncRecordingTransport",
     "BlobMissingError",
     "Canonical",
     "CanonicalizationError",
@@ -83,6 +87,7 @@ __all__ = [
     "Manifest",
     "ManifestMissingError",
     "RarError",
+    "RecordingTransport",
     "Redactor",
     "Run",
     "RunClosedError",

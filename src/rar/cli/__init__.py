@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from rar._version import __version__
-from rar.cli.options import COUNT, SEED
+from rar.cli.options import COUNT, SEED, otel_option
 from rar.errors import RarError
 
 
@@ -221,6 +221,7 @@ def verify(ctx: click.Context, run_refs: tuple[str, ...], as_json: bool) -> None
     is_flag=True,
     help='Print {"run_id", "text", "model", "usage", "cached", ...} as JSON.',
 )
+@otel_option
 @click.pass_context
 def ask_(
     ctx: click.Context,
@@ -296,6 +297,7 @@ def cache_explain(
 def _register() -> None:
     from rar.cli.export_cmd import export_command
     from rar.cli.flow_cmd import flow_group
+    from rar.cli.proxy_cmd import proxy_command
     from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
     from rar.cli.run_cmd import run_command
     from rar.cli.sandbox_cmd import sandbox_group
@@ -311,6 +313,7 @@ def _register() -> None:
         export_command,
         view_command,
         flow_group,
+        proxy_command,
     ):
         cli.add_command(command)
     try:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from rar.cli.options import SEED
+from rar.cli.options import SEED, otel_option
 
 
 @click.group("flow")
@@ -32,6 +32,7 @@ def flow_group() -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print {run_id, graph, statistics, contexts}."
 )
+@otel_option
 @click.pass_context
 def flow_demo(
     ctx: click.Context, model: str | None, seed: int, concurrency: int, as_json: bool

@@ -98,3 +98,39 @@ EVENT_SEQ = WholeNumber(0)
 """An event's sequence number, 0 and up (``rar branch --at``)."""
 PORT = WholeNumber(0, 65535)
 TIMEOUT = Seconds(MAX_TIMEOUT_SECONDS)
+
+
+def _enable_otel(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--otel``: the runs this command records send live spans, as with ``RAR_OTEL=1``."""
+    if not value:
+        return
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        raise click.UsageError("--otel needs OpenTelemetry: pip install 'rar[otel]'")
+    before = os.environ.get("RAR_OTEL")
+    if before and before.strip().lower() not in ("0", "false", "no", "off"):
+        return  # already on (RAR_OTEL=console stays console)
+    os.environ["RAR_OTEL"] = "1"
+
+    def restore() -> None:  # for callers that run commands in-process (tests, notebooks)
+        if before is None:
+            os.environ.pop("RAR_OTEL", None)
+        else:
+            os.environ["RAR_OTEL"] = before
+
+    ctx.call_on_close(restore)
+
+
+def otel_option(function: Any) -> Any:
+    """The ``--otel`` flag (no parameter of the command: it sets ``RAR_OTEL=1``)."""
+    return click.option(
+        "--otel",
+        is_flag=True,
+        expose_value=False,
+        callback=_enable_otel,
+        help="Send live OpenTelemetry spans of the run to the OTLP endpoint of "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318), as RAR_OTEL=1 does; "
+        "needs pip install 'rar[otel]'. See docs/interop.md.",
+    )(function)

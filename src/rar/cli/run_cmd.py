@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from rar.cli.options import COUNT, SEED
+from rar.cli.options import COUNT, SEED, otel_option
 from rar.errors import ConfigError
 
 THINKING_LEVELS = ("minimal", "low", "medium", "high", "off")
@@ -72,6 +72,7 @@ THINKING_LEVELS = ("minimal", "low", "medium", "high", "off")
     is_flag=True,
     help='Print {"run_id", "status", "answer", "anchors", "audit", ...} as JSON.',
 )
+@otel_option
 @click.pass_context
 def run_command(
     ctx: click.Context,

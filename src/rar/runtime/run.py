@@ -21,6 +21,12 @@ is its parent's path plus its name, with ``#k`` appended for the k-th sibling of
 The current span follows ``contextvars`` (asyncio tasks inherit it; new threads start at the
 root, so open a span per thread).
 
+**Observers.** :meth:`Run.observe` registers a :class:`RunObserver`, which is called after each
+span opens or closes, each effect and bookkeeping event is written, and the run finishes (live
+OpenTelemetry spans, :mod:`rar.interop.otel`, are one). Observers only watch: they see what
+the record holds, an exception in one is caught and reported once, and with none registered
+the hook costs one falsy check per event.
+
 **What the agent sees is what was recorded.** Results pass the redactor before they are returned:
 if a response carried a credential, the agent gets the redacted text, exactly what a replay will
 serve.
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import logging
 import random as _random
 import threading
 import time
@@ -73,6 +80,42 @@ class RunWaiting(Exception):
         self.reason = reason
 
 
+class RunObserver:
+    """Watches a run: subclass it (or write any object with some of these methods) and pass it
+    to :meth:`Run.observe`.
+
+    Each method gets the run and the event as it was written (``seq`` and ``ts`` included; in a
+    resumed run, events of the replayed prefix are not written again and come without them).
+    ``on_effect`` also gets the request as the agent passed it (**not redacted**: redact what
+    you keep with ``run.redactor``; None when the effect was prepared elsewhere, then
+    ``event["request"]`` is its payload reference) and the result as the agent received it
+    (redacted, as recorded; None when the effect raised, see ``event["error"]``). Observers are
+    called synchronously, in the thread of the event, and may be called from several threads at
+    once. An exception raised by an observer is caught: the run goes on and the first failure of
+    each observer is logged (logger ``rar.runtime``). Observers must not change the run (no
+    effects, no events).
+    """
+
+    def on_span_start(self, run: Run, event: dict[str, Any]) -> None:
+        """A ``span.start`` event was written."""
+
+    def on_span_end(self, run: Run, event: dict[str, Any]) -> None:
+        """A ``span.end`` event was written."""
+
+    def on_effect(self, run: Run, event: dict[str, Any], request: Any, result: Any) -> None:
+        """An ``effect`` event was written (recorded live, or served from a record)."""
+
+    def on_event(self, run: Run, event: dict[str, Any]) -> None:
+        """Any other event was written: ``message``, ``artifact``, ``bdi.update``, ..."""
+
+    def on_finish(self, run: Run, event: dict[str, Any]) -> None:
+        """The run finished (``run.finished``; without ``seq`` if writing it failed)."""
+
+
+_log = logging.getLogger("rar.runtime")
+_SPAN_HOOKS = {"span.start": "on_span_start", "span.end": "on_span_end"}
+
+
 class Span:
     """A node of the span tree: its path, its effect ordinal and its seeded random stream."""
 
@@ -84,6 +127,7 @@ class Span:
         self._lock = threading.Lock()
         self.last_effect: dict[str, Any] | None = None  # the event of this span's latest effect
         self.last_served = False  # whether that effect was served from a record (replay)
+        self.requests: dict[int, Any] = {}  # observers only: requests of effects under way
         material = hashlib.sha256(f"{seed}\x00{path}".encode()).digest()
         self.rng = _random.Random(int.from_bytes(material[:16], "big"))
 
@@ -134,6 +178,8 @@ class Run:
         self.finished = False
         # what a replay found different around the code (e.g. configuration); see note_boundary
         self.boundary: dict[str, list[dict[str, Any]]] = {}
+        self._observers: tuple[Any, ...] = ()  # see observe(); empty: the hook is one check
+        self._observer_failed: set[int] = set()
 
     # --- identity ----------------------------------------------------------------------------
 
@@ -209,7 +255,10 @@ class Run:
             raise ValueError("effect kind must be a non-empty string such as 'llm' or 'tool'")
         span = self._current.get()
         request_ref = self._writer.payload(request)  # a request that fails here takes no ordinal
-        return span, span.next_ordinal(), request_ref
+        ordinal = span.next_ordinal()
+        if self._observers:  # handed to on_effect with the event, then dropped
+            span.requests[ordinal] = request
+        return span, ordinal, request_ref
 
     def _record_result(
         self,
@@ -231,7 +280,9 @@ class Run:
                 f"the result of this {kind} effect cannot be recorded: {exc.message}",
                 path=exc.details.get("path", "$"),
             ) from exc
-        self._append_effect(span, kind, ordinal, request_ref, duration, result=result_ref)
+        self._append_effect(
+            span, kind, ordinal, request_ref, duration, result=result_ref, value=recorded
+        )
         return recorded  # type: ignore[no-any-return]
 
     def _record_error(
@@ -257,6 +308,7 @@ class Run:
         *,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        value: Any = None,
     ) -> None:
         event: dict[str, Any] = {
             "type": "effect",
@@ -276,6 +328,8 @@ class Run:
         span.last_served = False
         self._effects[kind] += 1
         self._effect_us += duration
+        if self._observers:
+            self._notify_effect(event, span.requests.pop(ordinal, None), value)
 
     def add_stats(self, section: str, values: dict[str, float | int]) -> None:
         """Add numbers to the run's statistics (``manifest.stats[section]``), e.g. model usage."""
@@ -390,8 +444,12 @@ class Run:
             raise RunClosedError(self.id)
         recorded = _replaying.already_recorded(self, event)
         if recorded is not None:
+            if self._observers:
+                self._notify(_SPAN_HOOKS.get(event["type"], "on_event"), event)
             return recorded
         seq, _ = self._writer.append(event, sync=sync)
+        if self._observers:
+            self._notify(_SPAN_HOOKS.get(event["type"], "on_event"), event)
         return seq
 
     def artifact(
@@ -425,6 +483,50 @@ class Run:
             }
         )
         return digest
+
+    # --- observers ---------------------------------------------------------------------------
+
+    def observe(self, observer: Any) -> Any:
+        """Call ``observer`` (a :class:`RunObserver`, or any object with some of its methods)
+        for every event of this run from now on; return it."""
+        self._observers = (*self._observers, observer)
+        return observer
+
+    def unobserve(self, observer: Any) -> None:
+        """Stop calling ``observer``."""
+        self._observers = tuple(o for o in self._observers if o is not observer)
+
+    def _notify(self, hook: str, event: dict[str, Any], *extra: Any) -> None:
+        for observer in self._observers:
+            method = getattr(observer, hook, None)
+            if method is None:
+                continue
+            try:
+                method(self, event, *extra)
+            except Exception as exc:  # an observer never breaks the run
+                self._observer_error(observer, hook, exc)
+
+    def _notify_effect(self, event: dict[str, Any], request: Any, value: Any) -> None:
+        if value is None and "result" in event:  # served from a record: read what it holds
+            try:
+                value = self.store.resolve_payload(event["result"])
+            except Exception:  # the run reads it too, and fails there if it must
+                value = None
+        self._notify("on_effect", event, request, value)
+
+    def _observer_error(self, observer: Any, hook: str, exc: Exception) -> None:
+        if id(observer) in self._observer_failed:
+            return
+        self._observer_failed.add(id(observer))
+        _log.warning(
+            "observer %s of run %s failed in %s: %s: %s (the run goes on; further failures "
+            "of this observer are not reported)",
+            type(observer).__name__,
+            self.id,
+            hook,
+            type(exc).__name__,
+            exc,
+        )
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -466,9 +568,9 @@ class Run:
         if self.finished:
             return self.manifest
         status = RunStatus(status)
+        event: dict[str, Any] = {"type": "run.finished", "status": status.value}
         try:
             after = self._snapshot("after")
-            event: dict[str, Any] = {"type": "run.finished", "status": status.value}
             if self._before is not None:
                 event["state_diff"] = diff_trees(self._before.tree, after.tree)
             if result is not None:
@@ -499,6 +601,8 @@ class Run:
             self._writer.write_manifest(self.manifest)
         finally:
             self.finished = True
+            if self._observers:
+                self._notify("on_finish", event)
             self._writer.close()
             self.store.index_run(self.id)
         return self.manifest

@@ -3,6 +3,7 @@ first events, and returns the :class:`~rar.runtime.run.Run` context."""
 
 from __future__ import annotations
 
+import os
 import random as _random
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,30 @@ def _new_writer(
             continue
     raise RunExistsError(new_run_id(), store.root)
 
+
+_OFF = ("", "0", "false", "no", "off")  # RAR_OTEL values that leave telemetry off
+_telemetry_warned = False
+
+
+def _start_telemetry(run: Run, telemetry: Any) -> None:
+    """Live spans for ``run`` (:mod:`rar.interop.otel`, imported only now). Asked for by
+    ``RAR_OTEL`` alone (``telemetry == "env"``), a missing OpenTelemetry is a warning, once:
+    the environment never breaks a run."""
+    global _telemetry_warned
+    try:
+        from rar.interop.otel import _from_record
+
+        _from_record(run, telemetry)
+    except ConfigError as exc:
+        if telemetry != "env":
+            raise
+        if not _telemetry_warned:
+            _telemetry_warned = True
+            import logging
+
+            logging.getLogger("rar.runtime").warning(
+                "RAR_OTEL is set, but %s; runs are recorded without live spans", exc.message
+            )
 
 MAX_SEED = MAX_SAFE_INTEGER  # what canonical JSON (RFC 8785) holds exactly
 
@@ -64,6 +89,7 @@ def record(
     durable: bool = True,
     redactor: Redactor | None = None,
     run_id: str | None = None,
+    telemetry: Any = None,
 ) -> Run:
     """Start recording a new run and return its :class:`Run` context.
 
@@ -71,6 +97,12 @@ def record(
     none is given). ``workspace`` is the directory snapshotted before and after the run (default:
     ``<run>/workspace``). ``durable=False`` skips fsync (faster, safe against process crashes,
     not against power loss).
+
+    ``telemetry`` sends live OpenTelemetry spans of the run (GenAI conventions, see
+    :mod:`rar.interop.otel`; needs ``pip install 'rar[otel]'``): ``True`` for the global tracer
+    provider (or one set up from ``OTEL_EXPORTER_OTLP_*`` when none is), a ``TracerProvider``,
+    or a :class:`rar.interop.otel.Telemetry` with options. Left unset, ``RAR_OTEL=1`` in the
+    environment means ``True``. Without either, OpenTelemetry is not even imported.
     """
     if not isinstance(store, Store):
         store = Store(store)
@@ -106,6 +138,10 @@ def record(
             status=RunStatus.RUNNING,
         )
         run = Run(writer, manifest, seed=seed, workspace=space)
+        if telemetry is None and os.environ.get("RAR_OTEL", "").strip().lower() not in _OFF:
+            telemetry = "env"
+        if telemetry is not None and telemetry is not False:
+            _start_telemetry(run, telemetry)
         run._begin()
     except BaseException:
         writer.abandon()

@@ -41,6 +41,7 @@ from rar.science.answer import render_answer
 from rar.science.figures import record_fit_figure
 from rar.science.planner import planner_message
 from rar.science.protocols import (
+    CONTRACT_NET_PROTOCOL,
     ACLMessage,
     ArgumentationFramework,
     AuditReport,
@@ -246,7 +247,8 @@ class Orchestrator:
     ) -> dict[str, Any]:
         """One Contract Net round: CFP, bids, AWARD, the work, REPORT."""
         offers = CAPABILITIES[kind]
-        with self.run.span(kind, agent="planner"):
+        # the protocol marks the span as a Contract Net round (a contract_net span in telemetry)
+        with self.run.span(kind, agent="planner", protocol=CONTRACT_NET_PROTOCOL):
             task = self.net.announce({"kind": kind, **description}, contractors=sorted(offers))
             for contractor, (success, match, cost, latency) in sorted(offers.items()):
                 self.net.bid(

@@ -1,0 +1,79 @@
+"""An effect in two steps: begun when the request is made, recorded when its answer is whole.
+
+:meth:`Run.effect <rar.runtime.run.Run.effect>` performs and records in one call, which fits an
+answer read at once. A streamed answer is handed on while it arrives and is whole only at its
+end, so the recording transport takes the effect's place in its span (its ordinal) when the
+request is made — where a replay looks it up — and records the result when the stream ends.
+Without the early ordinal, another effect of the same span during the stream (a clock read, a
+second stream) would take it, and a replay, which serves at request time, would not line up.
+
+This is the same sequence as ``Run.effect`` (prepare, serve from the source or perform, record),
+split in two; it drives the Run's own methods for each step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from rar.runtime import replaying
+
+if TYPE_CHECKING:
+    from rar.runtime.run import Run, Span
+
+
+class PendingEffect:
+    """One effect whose ordinal is taken and whose result is not recorded yet."""
+
+    def __init__(self, run: Run, kind: str, request: Any) -> None:
+        self.run = run
+        self.kind = kind
+        span: Span
+        span, ordinal, request_ref = run._prepare(kind, request)
+        self.span, self.ordinal, self.request_ref = span, ordinal, request_ref
+        self.done = False
+        self._start = time.perf_counter_ns()
+
+    @property
+    def digest(self) -> str:
+        """The request's digest: the cache key of an ``llm`` effect."""
+        return str(self.request_ref["digest"])
+
+    def served(self) -> Any | None:
+        """In a replay, the recorded result (a recorded error is raised); None to go live."""
+        if self.run._source is None:
+            return None
+        event = replaying.from_source(
+            self.run, self.span, self.ordinal, self.kind, self.request_ref
+        )
+        if event is None:
+            return None
+        self.done = True
+        return replaying.serve(
+            self.run, self.span, self.ordinal, self.kind, self.request_ref, event
+        )
+
+    def finish(self, result: Any) -> Any:
+        """Record ``result`` (durably) and return it as the record holds it (redacted)."""
+        self.done = True
+        return self.run._record_result(
+            self.span, self.kind, self.ordinal, self.request_ref, result, self._start
+        )
+
+    def fail(self, exc: BaseException) -> None:
+        """Record ``exc`` as the effect's error."""
+        if not self.done:
+            self.done = True
+            self.run._record_error(
+                self.span, self.kind, self.ordinal, self.request_ref, exc, self._start
+            )
+
+    def event(self) -> dict[str, Any] | None:
+        """The event just recorded for this effect (for the response cache), if it is still
+        its span's latest."""
+        event = self.span.last_effect
+        if event is None or event.get("ordinal") != self.ordinal:
+            return None
+        if event.get("request", {}).get("digest") != self.digest:
+            return None
+        return event

@@ -1,0 +1,450 @@
+"""``rar proxy``: an OpenAI-compatible server on loopback that records or replays model calls.
+
+Point any process that honours ``OPENAI_BASE_URL`` at it (``http://127.0.0.1:PORT/v1``); it
+serves ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``,
+``/v1/responses`` and ``GET /v1/models[/ID]`` (with or without the ``/v1`` prefix), forwarding
+each to ``--upstream`` through an :class:`~rar.interop.transport.AsyncRecordingTransport` —
+the same effects, store, cache and redactor as the SDK transport.
+
+Modes:
+
+* ``record`` — one run per proxy session; every request goes upstream and is recorded.
+* ``cached`` — the same, but a request the store's response cache answers is served from it.
+* ``replay`` — serves the answers of a recorded session (``--run``) with no upstream at all.
+  A request is matched by its recorded request digest; identical requests get their recorded
+  answers in the order they were recorded; a request never recorded — or asked more often than
+  recorded — gets HTTP 404 with ``"type": "rar_replay_miss"``. The replay is itself a run (its
+  parent the recorded session) that ends with a ``replay`` report: ``reproducible`` when every
+  request was served and every recorded answer asked for.
+
+The upstream key is read from the proxy's own environment (``--api-key-env``) and sent
+upstream as a bearer token; a client's ``Authorization`` (or ``x-api-key``) header is dropped,
+never forwarded or recorded, so clients may use any dummy key.
+
+Hardening (see :mod:`rar.interop._server`): request bodies over ``max_body`` get 413; a
+request whose headers do not arrive within ``header_timeout``, or whose body does not within
+``body_timeout``, gets 408; ``Content-Length`` together with ``Transfer-Encoding`` gets 400;
+malformed HTTP gets 400 (h11). Each of these closes the connection; the proxy keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import orjson
+
+from rar.errors import ConfigError, RarError, UserError
+from rar.interop.transport import AsyncRecordingTransport
+from rar.redaction import Redactor
+from rar.replay.source import NondeterminismError, RecordedEffects, ReplayMissError, Served
+from rar.runtime.run import Run
+from rar.store.manifest import RunStatus
+from rar.store.store import Store
+
+MODES = ("record", "replay", "cached")
+MAX_BODY_BYTES = 32 * 1024 * 1024
+HEADER_TIMEOUT = 10.0
+BODY_TIMEOUT = 60.0
+
+_POST = ("/chat/completions", "/completions", "/embeddings", "/responses")
+_DROPPED_REQUEST = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-connection",
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+        "accept-encoding",
+    }
+)
+_DROPPED_RESPONSE = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+
+
+def route(method: str, path: str) -> str | None:
+    """The upstream path (relative to ``--upstream``) a request goes to, or None."""
+    tail = path[3:] if path == "/v1" or path.startswith("/v1/") else path
+    if method == "POST" and tail in _POST:
+        return tail
+    if method == "GET" and (tail == "/models" or (tail.startswith("/models/") and tail[8:])):
+        return tail
+    return None
+
+
+class ExactOrder(RecordedEffects):
+    """A recorded session served by request digest, identical requests in recorded order;
+    asking for an answer more often than it was recorded is a miss (never a repeat)."""
+
+    def serve(self, span: str, ordinal: int, kind: str, request_digest: str) -> Served | None:
+        candidates = self.by_digest.get(request_digest) or []
+        for event in candidates:
+            key = (event["span"], int(event["ordinal"]))
+            if key not in self.consumed and event["kind"] == kind:
+                self.consumed.add(key)
+                self.served += 1
+                return Served(event)
+        self.misses.append(
+            {"span": span, "ordinal": ordinal, "kind": kind, "request": request_digest}
+        )
+        if candidates:
+            why = (
+                f"was recorded {len(candidates)} time(s) and every recorded answer to it has "
+                "been served"
+            )
+        else:
+            why = "was never recorded"
+        raise ReplayMissError(
+            f"replay of proxy session {self.run_id}: this {kind} request ({request_digest}) "
+            f"{why}. Record it again: rar proxy --mode record (or --mode cached)",
+            span=span,
+            ordinal=ordinal,
+            kind=kind,
+            request=request_digest,
+        )
+
+
+@dataclass
+class ProxySummary:
+    """What a stopped session did: its run, the requests it served, a replay's report."""
+
+    run_id: str
+    mode: str
+    requests: int
+    report: dict[str, Any] | None = None
+
+
+class Proxy:
+    """The ASGI application of one proxy session and the run it records into."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        mode: str = "record",
+        upstream: str | None = None,
+        source: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        upstream_transport: httpx2.AsyncBaseTransport | None = None,
+        max_body: int = MAX_BODY_BYTES,
+        body_timeout: float = BODY_TIMEOUT,
+        durable: bool = True,
+        redactor: Redactor | None = None,
+    ) -> None:
+        from rar.runtime.start import record
+
+        if mode not in MODES:
+            raise ConfigError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
+        self.store = store
+        self.max_body = max_body
+        self.body_timeout = body_timeout
+        self.requests = 0
+        self._api_key = api_key
+        self._source: ExactOrder | None = None
+        self._source_events: list[dict[str, Any]] = []
+        if mode == "replay":
+            if not source:
+                raise ConfigError("rar proxy --mode replay needs --run RUN (a recorded session)")
+            self.source_id = store.resolve(source)
+            _check_replayable(store, self.source_id)
+            manifest = store.manifest(self.source_id)
+            recorded = str(manifest.config.get("upstream") or "")
+            if manifest.tags.get("surface") != "proxy" or not recorded:
+                raise UserError(
+                    f"run {self.source_id} is not a recorded rar proxy session; replay it with "
+                    "rar replay, or record a session with rar proxy --mode record"
+                )
+            if upstream and upstream.rstrip("/") != recorded:
+                raise ConfigError(
+                    f"run {self.source_id} was recorded against {recorded}, not {upstream}; "
+                    "leave out --upstream to replay it"
+                )
+            self.upstream = recorded
+            self._source_events = store.events(self.source_id)
+            loaded = ExactOrder.load(store, self.source_id, "cached", events=self._source_events)
+            assert isinstance(loaded, ExactOrder)
+            self._source = loaded
+            last = int(self._source_events[-1]["seq"]) if self._source_events else 0
+            self.run: Run = record(
+                f"rar proxy: replay of {self.source_id}",
+                store=store,
+                config={"mode": "replay", "upstream": self.upstream},
+                parent=(self.source_id, last),
+                tags={"surface": "proxy", "replay_of": self.source_id, "replay_mode": "proxy"},
+                durable=durable,
+                redactor=redactor,
+            )
+            self.run._source = self._source
+            inner: httpx2.AsyncBaseTransport = _NoUpstream()
+        else:
+            if not upstream:
+                raise ConfigError(f"rar proxy --mode {mode} needs --upstream URL")
+            if source:
+                raise ConfigError("--run is for --mode replay")
+            self.upstream = _checked_upstream(upstream)
+            self.run = record(
+                f"rar proxy → {self.upstream}",
+                store=store,
+                config={"mode": mode, "upstream": self.upstream, "api_key": f"env:{api_key_env}"},
+                secrets=[f"env:{api_key_env}"],
+                tags={"surface": "proxy"},
+                durable=durable,
+                redactor=redactor,
+            )
+            inner = upstream_transport or httpx2.AsyncHTTPTransport()
+        self.transport = AsyncRecordingTransport(self.run, inner, cache=mode == "cached")
+        self.client = httpx2.AsyncClient(
+            transport=self.transport, timeout=httpx2.Timeout(600.0, connect=10.0)
+        )
+
+    # --- the ASGI application ----------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        names = {name for name, _ in headers}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            await _error(send, 400, "Content-Length and Transfer-Encoding together", close=True)
+            return
+        target = route(scope["method"], scope["path"])
+        if target is None:
+            known = "POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses"
+            await _error(send, 404, f"rar proxy serves {known} and GET /v1/models", "not_found")
+            return
+        length = next((v for k, v in headers if k == b"content-length"), None)
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _error(
+                send, 413, f"request bodies are limited to {self.max_body} bytes", close=True
+            )
+            return
+        try:
+            body = await self._read_body(receive)
+        except _TooLarge:
+            await _error(
+                send, 413, f"request bodies are limited to {self.max_body} bytes", close=True
+            )
+            return
+        except TimeoutError:
+            await _error(send, 408, "the request body did not arrive in time", close=True)
+            return
+        except _Gone:
+            return
+        await self._forward(scope, target, headers, body, send)
+
+    async def _read_body(self, receive: Any) -> bytes:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.body_timeout
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise _TooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _forward(
+        self,
+        scope: dict[str, Any],
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        send: Any,
+    ) -> None:
+        self.requests += 1
+        forwarded = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in headers
+            if k.decode("latin-1").lower() not in _DROPPED_REQUEST
+        ]
+        if self._api_key and self.mode != "replay":
+            forwarded.append(("authorization", f"Bearer {self._api_key}"))
+        query = scope.get("query_string", b"").decode("latin-1")
+        url = self.upstream + target + (f"?{query}" if query else "")
+        request = self.client.build_request(scope["method"], url, headers=forwarded, content=body)
+        try:
+            # straight to the transport: no cookies, auth or redirects to apply here
+            response = await self.transport.handle_async_request(request)
+        except (ReplayMissError, NondeterminismError) as exc:
+            await _error(send, 404, exc.message, "rar_replay_miss")
+            return
+        except httpx2.TransportError as exc:
+            await _error(
+                send,
+                502,
+                f"the upstream {self.upstream} failed: {type(exc).__name__}",
+                "rar_upstream",
+            )
+            return
+        except RarError as exc:
+            await _error(send, 500, exc.message, "rar_error")
+            return
+        out = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in response.headers.multi_items()
+            if k.lower() not in _DROPPED_RESPONSE
+        ]
+        streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+        if not streamed:
+            try:
+                content = await response.aread()
+            except httpx2.TransportError as exc:
+                await _error(send, 502, f"the upstream answer broke: {type(exc).__name__}")
+                return
+            out.append((b"content-length", str(len(content)).encode()))
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": out}
+            )
+            await send({"type": "http.response.body", "body": content})
+            return
+        await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+        try:
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx2.TransportError as exc:  # cut upstream: recorded, never cached
+            event = {"error": {"message": str(exc), "type": "rar_stream_interrupted"}}
+            data = b"data: " + orjson.dumps(event) + b"\n\n"
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        except OSError:  # the client went away: what it was given is recorded
+            pass
+        finally:
+            await response.aclose()
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # --- the end of the session ----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the upstream connections (a stream still open is recorded as closed early)."""
+        await self.client.aclose()
+
+    def close(self) -> ProxySummary:
+        """Finish the session's run (``completed``); a replay first logs its report. Call it
+        after the server stopped (and :meth:`aclose` ran, as the ASGI lifespan does)."""
+        if self.run.finished:
+            return ProxySummary(self.run.id, self.mode, self.requests)
+        report = self._report() if self._source is not None else None
+        if report is not None:
+            self.run.log_event("replay", report=report)
+        self.run.finish(RunStatus.COMPLETED)
+        return ProxySummary(self.run.id, self.mode, self.requests, report)
+
+    def _report(self) -> dict[str, Any]:
+        from rar.replay.engine import ReplayReport
+
+        source = self._source
+        assert source is not None
+        unconsumed = [
+            {"span": e["span"], "ordinal": e["ordinal"], "kind": e["kind"], "seq": e["seq"]}
+            for e in source.unconsumed()
+        ]
+        divergence: dict[str, Any] | None = None
+        if source.misses:
+            first = source.misses[0]
+            divergence = {"reason": "a request the record does not answer", **first}
+        elif unconsumed:
+            divergence = {"reason": "recorded requests were never asked", **unconsumed[0]}
+        report = ReplayReport(
+            source_run=self.source_id,
+            replay_run=self.run.id,
+            mode="proxy",
+            replay_status="non-reproducible" if divergence else "reproducible",
+            served=source.served,
+            live=0,
+            mismatched=len(source.misses),
+            first_divergence=divergence,
+            unconsumed=unconsumed,
+        )
+        return report.as_dict()
+
+
+def _check_replayable(store: Store, run_id: str) -> None:
+    """Refuse a session still being recorded, or one whose record does not verify."""
+    from rar.store.verify import verify_store
+
+    if store.is_writing(run_id):
+        raise UserError(f"run {run_id} is still being recorded; stop that proxy first")
+    check = verify_store(store, [run_id])  # blobs too: a damaged answer is never served
+    if not check.ok:
+        listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
+        raise UserError(
+            f"run {run_id} fails verification, so its answers cannot be trusted ({listed}); "
+            f"rar verify {run_id} lists every problem"
+        )
+
+
+def _checked_upstream(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"--upstream must be an http(s) URL such as https://api.openai.com/v1, got {url!r}"
+        )
+    if parts.username or parts.password or parts.query:
+        raise ConfigError(
+            "--upstream takes no user-info and no query string (the key comes from --api-key-env)"
+        )
+    return url.rstrip("/")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+class _NoUpstream(httpx2.AsyncBaseTransport):
+    """A replay's upstream: never reached (a request the record lacks is a miss before)."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("rar proxy --mode replay has no upstream", request=request)
+
+
+async def _error(
+    send: Any,
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    *,
+    close: bool = False,
+) -> None:
+    """An OpenAI-shaped error answer; ``close`` ends the connection after it."""
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -127,3 +127,19 @@ def test_the_flow_commands_run_offline(tmp_path: Path) -> None:
         result = _rar(command[1:], tmp_path)
         assert result.returncode == 0, (line, result.stdout, result.stderr)
         assert "M, CodeSummarizer, ↴, M, FeatureIdentifier" in result.stdout
+
+
+def test_the_export_commands_run(tmp_path: Path) -> None:
+    demo = _rar(["demo"], tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    short = re.search(r"rar show (\w+)", demo.stdout)
+    assert short
+    block = next(b for b in blocks("bash") if "--format rocrate" in b)
+    for line in block.strip().splitlines():
+        command = shlex.split(line.split("#")[0])
+        args = [short.group(1) if a == "97b3" else a for a in command[1:]]
+        result = _rar(args, tmp_path)
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+    assert (tmp_path / "crate" / "ro-crate-metadata.json").is_file()
+    assert '"resourceSpans"' in (tmp_path / "trace.json").read_text()
+    assert '"prefix"' in (tmp_path / "run.prov.json").read_text()

@@ -1,4 +1,6 @@
-"""The viewer's server: a starlette app answering JSON about a run store, read-only.
+"""The viewer's server: a starlette app answering JSON about a run store, read-only unless it
+was made with ``runs`` (``rar view --allow-runs``; the routes that start runs are those of
+:mod:`rar.viewer.control`, and :mod:`rar.viewer.guard` decides which requests are answered).
 
 Routes (all ``GET``; every answer carries the security headers of :data:`SECURITY_HEADERS`):
 
@@ -29,22 +31,24 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
   list); ``/static/{name}`` — the viewer's own files (flat, no sub-folders).
 
 Errors are JSON ``{"error": ..., "message": ..., "home": "/"}``. Only the derived index
-(``index.sqlite``) may be written, when it is brought up to date; run files never are.
+(``index.sqlite``) may be written, when it is brought up to date; run files never are — by the
+server: a run started from the page is recorded by a worker process (:mod:`rar.viewer.jobs`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
@@ -62,6 +66,7 @@ from rar.store.payloads import is_payload_ref
 from rar.store.store import Store
 from rar.viewer.artifacts import artifact_response, recorded_artifacts
 from rar.viewer.flows import flow_document
+from rar.viewer.guard import GuardSettings, RequestGuard
 from rar.viewer.http import ApiError, date_param, int_param
 from rar.viewer.http import error_response as _error
 from rar.viewer.http import json_response as _json
@@ -69,10 +74,13 @@ from rar.viewer.net import LOOPBACK_HOSTS
 from rar.viewer.reading import StoreReader, build_run_detail, event_matcher, replay_report
 
 __all__ = [
+    "RUN_SCRIPTS",
+    "RUN_STYLES",
     "SCRIPTS",
     "SECURITY_HEADERS",
     "STATIC_DIR",
     "STYLES",
+    "RunSettings",
     "Viewer",
     "create_app",
 ]
@@ -98,12 +106,17 @@ SCRIPTS: tuple[str, ...] = (
     "panels.js",
     "flow.js",
     "diff.js",
+    "live.js",
     "main.js",
 )
 """The viewer's scripts, in load order: classic scripts sharing one global scope (core first,
 main last). ``static/index.html`` loads exactly these; ``rar export`` inlines them."""
 STYLES: tuple[str, ...] = ("app.css", "panels.css", "flow.css", "diff.css")
 """The viewer's style sheets, in order."""
+RUN_SCRIPTS: tuple[str, ...] = ("actions.js",)
+"""Loaded only by a viewer that starts runs (``--allow-runs``), before ``main.js``; never in an
+exported page."""
+RUN_STYLES: tuple[str, ...] = ("actions.css",)
 _STATIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _STATIC_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -267,20 +280,73 @@ def _event_filter(request: Request) -> Callable[[dict[str, Any]], bool] | None:
 # --- routes --------------------------------------------------------------------------------------
 
 
-def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = None) -> Starlette:
-    """The viewer app serving the store at ``store_root``, read-only.
+@dataclass(frozen=True)
+class RunSettings:
+    """A viewer that starts runs (``rar view --allow-runs``): the directory whose
+    subdirectories a page may name as corpora (None: the demo corpus only), how many runs go at
+    once, and how many jobs may wait."""
 
-    ``allowed_hosts`` are the ``Host`` headers answered (default: loopback names only, which
+    corpus_root: Path | None = None
+    parallel: int = 1
+    max_queued: int = 32
+
+
+def page_shell(page_token: str | None = None) -> str:
+    """The page shell ``static/index.html``; with a ``page_token`` (runs allowed), it also
+    carries the token (``<meta name="rar-token">``, sent back as ``X-RAR-Token``), loads
+    :data:`RUN_STYLES` and :data:`RUN_SCRIPTS`, and links the *New run* page."""
+    try:
+        text = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+    except OSError:
+        return _SHELL
+    if page_token is None:
+        return text
+    meta = f'<meta name="rar-runs" content="on">\n<meta name="rar-token" content="{page_token}">\n'
+    styles = "".join(f'<link rel="stylesheet" href="/static/{name}">\n' for name in RUN_STYLES)
+    scripts = "".join(f'<script defer src="/static/{name}"></script>\n' for name in RUN_SCRIPTS)
+    for marker, added in (
+        ('<meta charset="utf-8">\n', meta),
+        ('<link rel="icon"', styles),
+        ('<script defer src="/static/main.js">', scripts),
+    ):
+        at = text.index(marker) + (len(marker) if marker.endswith("\n") else 0)
+        text = text[:at] + added + text[at:]
+    return text.replace(
+        '<span class="muted">read-only view of a run store</span>',
+        '<a href="/new" id="new-run-link" class="top-action">New run</a> '
+        '<a href="/new#jobs" id="jobs-link" class="top-action">Queue</a> '
+        '<span class="muted">runs can be started from this page</span>',
+    )
+
+
+def create_app(
+    store_root: Path | str,
+    *,
+    allowed_hosts: Iterable[str] | None = None,
+    runs: RunSettings | None = None,
+    access_token: str | None = None,
+    port: int | None = None,
+) -> Starlette:
+    """The viewer app serving the store at ``store_root``: read-only, unless ``runs`` is given.
+
+    ``allowed_hosts`` are the ``Host`` names answered (default: loopback names only, which
     keeps other web sites from reading the store through DNS rebinding); ``["*"]`` allows any.
+    ``port``: the port ``Host`` must name (``app.state.guard.port`` may be set later, once the
+    socket is bound). ``access_token``: required on every request (:mod:`rar.viewer.guard`).
+
+    ``runs`` adds the routes of :mod:`rar.viewer.control` — asking, replaying, branching and
+    resuming from the page, each a job in ``app.state.jobs`` (:class:`~rar.viewer.jobs.JobQueue`;
+    call its ``shutdown()`` when the server stops) — and a per-server page token that every
+    state-changing request must carry. Without ``runs`` no route changes anything and the
+    page shows no control that would.
     """
     viewer = Viewer(Path(store_root))
+    page_token = secrets.token_urlsafe(32) if runs is not None else None
 
     def shell(request: Request) -> Response:
-        index = STATIC_DIR / "index.html"
-        try:
-            return HTMLResponse(index.read_text(encoding="utf-8"))
-        except OSError:
-            return HTMLResponse(_SHELL)
+        # a page carrying the token is never cached: a restarted server draws another one
+        headers = {"Cache-Control": "no-store"} if page_token else None
+        return HTMLResponse(page_shell(page_token), headers=headers)
 
     def run_shell(request: Request) -> Response:
         ref = request.path_params["run_id"]
@@ -310,7 +376,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
             return _error(404, "not-found", f"nothing at {request.url.path}")
         return Response(data, media_type=kind, headers={"Cache-Control": "no-cache"})
 
-    def runs(request: Request) -> Response:
+    def run_list(request: Request) -> Response:
         status = request.query_params.get("status") or None
         query = (request.query_params.get("q") or "").strip().lower()
         mode = request.query_params.get("mode") or None
@@ -503,6 +569,8 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         return _error(404, "not-found", f"nothing at {request.url.path}")
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
+        if runs is not None:
+            return _error(405, "method-not-allowed", f"{request.method} is not answered here")
         return _error(405, "method-not-allowed", "the viewer is read-only: GET only")
 
     routes = [
@@ -510,7 +578,7 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         Route("/runs/{run_id}", run_shell, methods=["GET"]),
         Route("/diff", shell, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        Route("/api/runs", runs, methods=["GET"]),
+        Route("/api/runs", run_list, methods=["GET"]),
         Route("/api/runs/{run_id}", run_detail, methods=["GET"]),
         Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/api/runs/{run_id}/flow", run_flow, methods=["GET"]),
@@ -520,14 +588,31 @@ def create_app(store_root: Path | str, *, allowed_hosts: Iterable[str] | None = 
         Route("/api/payload", payload, methods=["GET"]),
         Route("/api/diff", diff, methods=["GET"]),
     ]
+    jobs = None
+    if runs is not None:
+        from rar.viewer.control import control_routes
+        from rar.viewer.corpora import CorpusRoot
+        from rar.viewer.jobs import JobQueue
+
+        jobs = JobQueue(viewer.root, parallel=runs.parallel, max_queued=runs.max_queued)
+        routes = control_routes(viewer, jobs, CorpusRoot.at(runs.corpus_root), shell) + routes
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
+    guard = GuardSettings.of(
+        None if "*" in hosts else hosts,
+        port=port,
+        access_token=access_token,
+        page_token=page_token,
+    )
     app = Starlette(
         routes=routes,
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+            Middleware(RequestGuard, settings=guard),
         ],
         exception_handlers={404: not_found, 405: not_allowed},
     )
     app.state.viewer = viewer
+    app.state.guard = guard
+    app.state.jobs = jobs
+    app.state.page_token = page_token
     return app

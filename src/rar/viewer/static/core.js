@@ -189,6 +189,15 @@ function showError(el, err) {
 }
 
 
+// --- what a viewer that starts runs adds -------------------------------------------------------
+// `rar view --allow-runs` also loads actions.js, which fills these in; the read-only viewer and
+// an exported page leave them empty, so no control that changes anything is ever drawn there.
+//   PAGES: { match(pathname) → match or null, render(root, match) → Promise }, tried first;
+//   CONTROLS.runActions(box, detail), CONTROLS.eventRow(head, ev, runId) and
+//   CONTROLS.playerControls(controls, currentStep, runId, events) decorate the run page.
+const PAGES = [];
+const CONTROLS = {};
+
 // --- run-page panels -------------------------------------------------------------------------
 // A panel file calls registerPanel({ id, title, order, render }) at load time. Once the run's
 // events are loaded, the run page calls render(ctx, box) for each panel, in `order`, with

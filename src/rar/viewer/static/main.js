@@ -15,7 +15,9 @@ async function main() {
   const match = OFFLINE ? [null, encodeURIComponent(OFFLINE.run.id)]
     : location.pathname.match(/^\/runs\/([^/]+)\/?$/);
   let page;
-  if (match) page = runPage(root, decodeURIComponent(match[1]));
+  const extra = OFFLINE ? null : PAGES.map((p) => [p, p.match(location.pathname)]).find(([, m]) => m);
+  if (extra) page = extra[0].render(root, extra[1]);
+  else if (match) page = runPage(root, decodeURIComponent(match[1]));
   else if (location.pathname.replace(/\/$/, "") === "/diff") {
     const params = new URLSearchParams(location.search);
     page = diffPage(root, params.get("a") || "", params.get("b") || "");

@@ -73,17 +73,8 @@ function flatStats(stats, prefix = "", out = []) {
   return out;
 }
 
-async function runPage(root, runId) {
-  document.title = `Run ${runId} · RAR viewer`;
-  clear(root);
-  let detail;
-  try {
-    detail = await api(`/api/runs/${encodeURIComponent(runId)}`);
-  } catch (err) {
-    append(root, [h("p", {}, h("a", { href: "/" }, "← all runs"))]);
-    showError(root, err);
-    return;
-  }
+// The summary of a run (filled again when a run followed live finishes).
+function fillSummary(summary, detail) {
   const id = detail.id;
   const manifest = detail.manifest || {};
   const config = manifest.config || {};
@@ -91,14 +82,12 @@ async function runPage(root, runId) {
   const verify = detail.verify || {};
   const verifyBadge = verify.ok === true ? badge("verified", "ok")
     : verify.ok === false ? badge("verify failed", "bad") : badge("not verified", "unchecked");
-
-  const summary = h("dl", { class: "summary", id: "summary" });
   const llm = stats.llm || {};
   const effects = stats.effects || {};
   const replayBox = h("span", { id: "run-replay" }, replayText(detail.replay, detail.summary.parent));
   const rows = [
     ["Goal", h("span", { id: "run-goal" }, manifest.goal ?? "")],
-    ["Status", badge(detail.status || "unknown")],
+    ["Status", h("span", { id: "run-status" }, badge(detail.status || "unknown"))],
     ["Verify", verifyBadge],
     ["Replay", replayBox],
     ["Run", id],
@@ -117,6 +106,7 @@ async function runPage(root, runId) {
       h("a", { id: "compare-parent", href: `/diff?${new URLSearchParams({ a: detail.summary.parent, b: id })}` }, "compare with parent")]
       : detail.summary.parent || "—"],
   ];
+  clear(summary);
   for (const [k, v] of rows) append(summary, [h("dt", {}, k), h("dd", {}, v)]);
   const allStats = flatStats(stats);
   if (allStats.length) {
@@ -129,10 +119,40 @@ async function runPage(root, runId) {
       .then((answer) => { clear(replayBox); append(replayBox, [replaysText(answer.children, id)]); })
       .catch(() => {});
   }
+}
 
-  const liveBox = h("div", { id: "run-live", hidden: detail.status !== "running" || OFFLINE },
+async function runPage(root, runId) {
+  document.title = `Run ${runId} · RAR viewer`;
+  clear(root);
+  let detail;
+  try {
+    detail = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  } catch (err) {
+    append(root, [h("p", {}, h("a", { href: "/" }, "← all runs"))]);
+    showError(root, err);
+    return;
+  }
+  const id = detail.id;
+  const verify = detail.verify || {};
+  const summary = h("dl", { class: "summary", id: "summary" });
+  fillSummary(summary, detail);
+
+  const live = detail.status === "running" && !OFFLINE;
+  const liveBox = h("div", { id: "run-live", hidden: !live },
     badge("running", "running"), " this run is being written; new events appear in the timeline as they are recorded");
-  const sections = [h("p", {}, h("a", { href: "/" }, "← all runs")), h("h1", {}, `Run ${id}`), liveBox, summary];
+  const actionsBox = h("div", { id: "run-actions", class: "run-actions", hidden: true });
+  const sections = [h("p", {}, h("a", { href: "/" }, "← all runs")), h("h1", {}, `Run ${id}`), actionsBox, liveBox];
+  let progress = null;
+  let initialStarted = null;  // resolves to the first load of the answer, evidence and panels
+  const initialLoad = new Promise((resolve) => { initialStarted = resolve; });
+  if (live) {  // the agents' progress as it is recorded, then the answer once the run finishes
+    progress = liveProgress(id, (ev) => {
+      announceFinished(liveBox, ev);
+      refreshFinished().catch((err) => showError(answerBox, err));
+    });
+    sections.push(progress.box);
+  }
+  sections.push(summary);
   if (verify.ok === false || (verify.problems || []).length || (verify.notes || []).length) {
     const list = h("ul", { class: "problems", id: "verify-problems" });
     for (const p of verify.problems || []) list.appendChild(h("li", {}, `${p.what || "problem"}: ${p.detail || json(p)}`));
@@ -162,11 +182,27 @@ async function runPage(root, runId) {
     h("span", { id: "run-nav-panels" }),
     navLink("sec-replay", "Replay"), navLink("sec-timeline", "Timeline"));
   sections.splice(2, 0, nav);
+  if (live) nav.insertBefore(navLink("sec-progress", "Progress"), nav.firstChild.nextSibling);
   sections.push(h("h2", { id: "sec-answer" }, "Answer"), answerBox,
     h("h2", { id: "sec-evidence" }, "Evidence chain"), evidenceBox, panelsBox,
     h("h2", { id: "sec-replay" }, "Replay"), playerBox,
     h("h2", { id: "sec-timeline" }, "Timeline"), timelineControls, timelineInfo, timeline, more);
   append(root, sections);
+  if (CONTROLS.runActions && !OFFLINE) CONTROLS.runActions(actionsBox, detail);
+
+  // the run finished while the page followed it: its status, figures, answer, evidence, panels
+  async function refreshFinished() {
+    try { await initialLoad; } catch (err) { /* shown where it happened */ }
+    const fresh = await api(`/api/runs/${encodeURIComponent(id)}`);
+    fillSummary(summary, fresh);
+    clear(panelsBox);
+    delete panelsBox.dataset.ready;
+    const navPanels = document.getElementById("run-nav-panels");
+    if (navPanels) clear(navPanels);
+    const ctx = await loadChain(id, fresh, answerBox, evidenceBox, playerBox);
+    await renderPanels(ctx, panelsBox);
+    if (CONTROLS.runActions) CONTROLS.runActions(actionsBox, fresh);
+  }
 
   const state = { id, collapsed: new Set(), next: 0, loading: false, query: "", generation: 0 };
   const refilter = () => {
@@ -221,15 +257,16 @@ async function runPage(root, runId) {
   });
   await loadTimeline(state, timeline, more, timelineInfo);
   more.addEventListener("click", () => loadTimeline(state, timeline, more, timelineInfo));
-  if (detail.status === "running" && !OFFLINE) follow(state, timeline, timelineInfo, liveBox);
+  if (live) follow(state, timeline, timelineInfo, liveBox);
   if ("IntersectionObserver" in window) {
     new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) loadTimeline(state, timeline, more, timelineInfo);
     }).observe(more);
   }
-  loadChain(id, detail, answerBox, evidenceBox, playerBox)
-    .then((ctx) => renderPanels(ctx, panelsBox))
-    .catch((err) => showError(evidenceBox, err));
+  const first = loadChain(id, detail, answerBox, evidenceBox, playerBox)
+    .then((ctx) => renderPanels(ctx, panelsBox));
+  initialStarted(first);
+  first.catch((err) => showError(evidenceBox, err));
 }
 
 async function loadTimeline(state, timeline, more, info) {
@@ -273,15 +310,24 @@ function follow(state, timeline, info, liveBox) {
       const finished = page.events.find((ev) => ev.type === "run.finished");
       if (finished) {
         clearInterval(timer);
-        const reload = h("a", { href: location.pathname, id: "run-live-reload" }, "reload the page");
-        append(clear(liveBox), [badge(finished.status || "finished"),
-          " the run finished while you watched: ", reload, " to see its answer and evidence"]);
+        announceFinished(liveBox, finished);
       }
     } catch (err) {
       clearInterval(timer);
       append(clear(liveBox), [badge("stopped following", "unchecked"), ` ${err.message || err}`]);
     }
   }, FOLLOW_MS);
+}
+
+// Say once that the followed run finished (the timeline's poller or the progress's may see it
+// first); the answer and evidence are loaded in place, and the link reloads the whole page.
+function announceFinished(liveBox, finished) {
+  if (liveBox.dataset.finished) return;
+  liveBox.dataset.finished = "1";
+  const reload = h("a", { href: location.pathname, id: "run-live-reload" }, "reload the page");
+  append(clear(liveBox), [badge(finished.status || "finished"),
+    " the run finished while you watched: its answer and evidence are shown below (",
+    reload, " to see everything afresh)"]);
 }
 
 function depthOf(span) {
@@ -356,6 +402,7 @@ function eventRow(state, ev) {
     ev.agent ? h("span", { class: "span" }, `[${ev.agent}]`) : null,
     h("span", { class: "span" }, ev.span || ""),
   ]);
+  if (CONTROLS.eventRow && !OFFLINE) CONTROLS.eventRow(head, ev, state.id);
   const fields = Object.keys(ev).filter((k) => isPayloadRef(ev[k]));
   if (fields.length) {
     const detail = h("div", { class: "detail", hidden: true });
@@ -583,8 +630,10 @@ function buildPlayer(id, events, result, box) {
   const where = h("span", { class: "muted", id: "player-pos" });
   const kind = h("div", { class: "step-kind", id: "player-kind" });
   const body = h("div", { id: "player-body" });
-  append(box, [h("div", { class: "controls" }, prev, play, next, where,
-    h("span", { class: "muted" }, "(← / → keys)")), kind, body]);
+  const controls = h("div", { class: "controls" }, prev, play, next, where,
+    h("span", { class: "muted" }, "(← / → keys)"));
+  append(box, [controls, kind, body]);
+  if (CONTROLS.playerControls && !OFFLINE) CONTROLS.playerControls(controls, () => steps[at], id, events);
 
   function show() {
     const step = steps[at];

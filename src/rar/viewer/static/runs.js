@@ -55,6 +55,7 @@ async function runsPage(root) {
     append(root, [h("p", { class: "muted", id: "no-runs" },
       "This store has no runs yet. Record one with `rar demo` or `rar run \"your question\"`.")]);
   }
+  if (CONTROLS.runsPage && !OFFLINE) CONTROLS.runsPage(root, runs);
   let sortKey = "created_at";
   let sortDir = -1;
   let showAll = false;

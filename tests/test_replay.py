@@ -460,3 +460,23 @@ def test_a_large_input_is_replayed_from_its_blob(tmp_path: Path) -> None:
     report = replay(run.id, store=tmp_path / "runs")
     assert report.replay_status == "reproducible", report.as_dict()
     assert report.result_equal
+
+
+def _mode_entry(run: Any, mode: str) -> dict[str, Any]:
+    return {"mode": mode, "config": run.config.get("mode")}
+
+
+def test_a_branch_changes_a_setting_that_is_both_input_and_config(tmp_path: Path) -> None:
+    from rar.replay.engine import execute, replay
+
+    store = tmp_path / "runs"
+    run = execute(
+        _mode_entry, inputs={"mode": "owl_lite"}, store=store, config={"mode": "owl_lite"}
+    )
+    report = replay(run.id, store=store, mode="fork", at=1, overrides={"mode": "owl_dl"})
+    assert report.replay_run is not None
+    manifest = run.store.manifest(report.replay_run)
+    assert manifest.config["mode"] == "owl_dl"
+    assert run.store.resolve_payload(manifest.inputs["mode"].reference()) == "owl_dl"
+    result = run.store.resolve_payload(run.store.events(report.replay_run)[-1]["result"])
+    assert result == {"mode": "owl_dl", "config": "owl_dl"}

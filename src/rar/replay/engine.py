@@ -170,10 +170,13 @@ def replay(
     for key, value in (overrides or {}).items():
         if key == "seed":
             seed = check_seed(int(value) if isinstance(value, str) and value.isdigit() else value)
-        elif key in inputs:
-            inputs[key] = value
-        elif key in config or key in ("model", "mode", "max_steps"):
-            config[key] = value
+        elif key in inputs or key in config or key in ("model", "mode", "max_steps"):
+            # a setting may be both an input and a config key (a science run's mode and model):
+            # change both, so the branch's manifest says what it ran with
+            if key in inputs:
+                inputs[key] = value
+            if key in config or key not in inputs:
+                config[key] = value
         else:
             allowed = ", ".join(sorted({"seed", "model", "mode", "max_steps", *config, *inputs}))
             raise ReplayRefusedError(

@@ -1,20 +1,32 @@
 """Latency ``rar proxy`` adds over a direct call, and the requests/s it sustains on loopback.
 
-Four processes: the loopback OpenAI-compatible upstream (``client_loopback.py``: a ~1 KB
-answer; a stream whose first chunk comes at once and the rest ``--delay`` later), ``rar proxy``
-(started as a user starts it, ``python -m rar proxy --upstream ... --port 0``, a fresh store,
-fsync on), a **floor** proxy (this script with ``--floor-server``: the same uvicorn server and
-a pooled ``httpx2.AsyncClient`` passing requests and streams through, recording nothing — what
-any Python proxy on this stack costs), and this client (a pooled ``httpx2.Client`` sending the
-body an SDK would). Every prompt is distinct, so nothing is a cache hit; paths are interleaved
+Processes: the loopback OpenAI-compatible upstream (``client_loopback.py``: a ~1 KB answer; a
+stream whose first chunk comes at once and the rest ``--delay`` later); ``rar proxy`` started as
+a user starts it (``python -m rar proxy --upstream ... --port 0``, a fresh store, fsync on), in
+``record`` mode and, on the same store, in ``cached`` mode; two **floor** proxies (this script
+with ``--floor-server``: the proxy's own uvicorn server passing requests and streams through,
+recording nothing) — one sending upstream with a pooled ``httpx2.AsyncClient`` (what a Python
+proxy on uvicorn + httpx2 costs), one with the proxy's own client (``rar.interop._upstream``: the
+plumbing ``rar proxy`` itself has, so "over floor" is what recording costs); and this client (a
+pooled ``httpx2.Client`` sending the body an SDK would). Every prompt is distinct, so nothing is
+a cache hit, except on the cached proxy, which is asked each timed prompt once beforehand
+(untimed: a miss, recorded and cached) so that every timed call is a hit. Paths are interleaved
 in rounds. Measured:
 
-* plain chat completion, p50 and p95: direct, through the floor, through ``rar proxy`` in
-  ``record`` mode, and the same recorded requests through ``--mode replay`` (no upstream);
-* streamed chat completion, time to the first ``data:`` line, the same four paths;
-* requests/s with ``--concurrency`` clients for ``--seconds``: direct, floor, record.
+* plain chat completion, p50 and p95, and what each adds over the direct call: direct, the two
+  floors, ``rar proxy`` in ``record`` mode, ``cached`` (hits: no upstream), and the recorded
+  requests again through ``--mode replay`` (no upstream);
+* streamed chat completion, time to the first ``data:`` line, the same paths;
+* the CPU time each proxy process spends per call (from ``/proc``: unlike wall time, hardly
+  moved by other load on the machine);
+* requests/s with ``--concurrency`` clients for ``--seconds`` (the load comes from
+  ``rar.interop._upstream``'s client, ~0.25 ms of CPU per call, so that the servers, not the
+  load generator, are what is measured): direct, the floors, record.
 
-    python bench/proxy.py [--quick] [--delay 0.02] [--concurrency 16] [--seconds 4]
+``--profile`` runs the record proxy and the rar-client floor under cProfile (CPU time, the timed
+rounds only) and prints where their time goes; their latencies are then not representative.
+
+    python bench/proxy.py [--quick] [--profile] [--delay 0.02] [--concurrency 16] [--seconds 4]
 
 Goal: <= 1 ms added at p50 (record mode, plain calls).
 """
@@ -51,27 +63,22 @@ def percentile(values: list[float], q: float) -> float:
 # --- the floor: a pass-through proxy recording nothing -------------------------------------------
 
 
-def floor_app(upstream: str) -> Any:
+def floor_app(upstream: str, client_kind: str) -> Any:
+    """A pass-through ASGI app: the request upstream, the answer back, nothing recorded."""
+    if client_kind == "rar":
+        return _rar_floor(upstream)
     client: httpx2.AsyncClient | None = None
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         nonlocal client
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+        if await _lifespan(scope, receive, send):
             return
         if client is None:
             client = httpx2.AsyncClient(timeout=60)
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
+        body = await _body(receive)
         path = scope["path"].removeprefix("/v1")
         request = client.build_request(
-            scope["method"], upstream + path, content=b"".join(chunks), headers=HEADERS
+            scope["method"], upstream + path, content=body, headers=HEADERS
         )
         answer = await client.send(request, stream=True)
         headers = [
@@ -89,13 +96,80 @@ def floor_app(upstream: str) -> Any:
     return app
 
 
-def serve_floor(upstream: str) -> None:
+def _rar_floor(upstream: str) -> Any:
+    from rar.interop._upstream import Upstream
+
+    client = Upstream(upstream)
+    base = httpx2.URL(upstream).raw_path.rstrip(b"/")
+    forwarded = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if await _lifespan(scope, receive, send):
+            return
+        body = await _body(receive)
+        target = base + scope["path"].removeprefix("/v1").encode()
+        reply = await client.request(scope["method"], target, forwarded, body)
+        headers = [
+            (k.encode(), v.encode())
+            for k, v in reply.headers
+            if k not in ("content-length", "transfer-encoding", "connection")
+        ]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        async for chunk in reply:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await reply.aclose()
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+async def _lifespan(scope: dict[str, Any], receive: Any, send: Any) -> bool:
+    if scope["type"] != "lifespan":
+        return False
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+    return True
+
+
+async def _body(receive: Any) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def serve_floor(upstream: str, client_kind: str) -> None:
     from rar.interop._server import bind, make_server
 
     sock = bind("127.0.0.1", 0)
-    server = make_server(floor_app(upstream))
+    server = make_server(floor_app(upstream, client_kind))
     print(f"floor at http://127.0.0.1:{sock.getsockname()[1]}/v1 ", flush=True)
     server.run(sockets=[sock])
+
+
+def serve_profiled(out: str, argv: list[str]) -> None:
+    """Run ``argv`` (this script's floor, or rar) with cProfile (CPU time) switched on by
+    SIGUSR1 and written to ``out`` by SIGUSR2."""
+    import cProfile
+
+    profile = cProfile.Profile(time.process_time)
+    signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
+
+    def dump(*_: object) -> None:
+        profile.disable()
+        profile.dump_stats(out)
+
+    signal.signal(signal.SIGUSR2, dump)
+    if argv[0] == "--floor-server":
+        serve_floor(argv[1], argv[2])
+        return
+    from rar.cli import main as rar_main
+
+    sys.argv = ["rar", *argv]
+    rar_main()
 
 
 # --- the processes -------------------------------------------------------------------------------
@@ -105,9 +179,13 @@ class Child:
     """A server in its own process, its URL read from its first line (this child only is ever
     signalled, by its pid)."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], profile: str | None = None) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "bench-upstream-key"}
         env["PYTHONPATH"] = os.pathsep.join([str(_common.SRC), env.get("PYTHONPATH", "")])
+        self.profile = profile
+        if profile is not None:  # the same command, under serve_profiled
+            rest = command[3:] if command[1:3] == ["-m", "rar"] else command[2:]
+            command = [sys.executable, __file__, "--profiled", profile, *rest]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
@@ -119,6 +197,22 @@ class Child:
             raise RuntimeError(f"did not start: {self.line!r} {self.process.stderr.read()}")
         self.url = match[1]
 
+    def cpu(self) -> float:
+        """CPU seconds the process (all its threads) has run so far, from the scheduler's
+        nanosecond counters (``/proc/PID/task/*/schedstat``); 0 where there is no /proc."""
+        total = 0
+        try:
+            for task in os.listdir(f"/proc/{self.process.pid}/task"):
+                with open(f"/proc/{self.process.pid}/task/{task}/schedstat") as stat:
+                    total += int(stat.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        return total / 1e9
+
+    def signal(self, number: int) -> None:
+        if self.profile is not None:
+            self.process.send_signal(number)
+
     def stop(self) -> str:
         self.process.send_signal(signal.SIGINT)
         out, err = self.process.communicate(timeout=60)
@@ -127,11 +221,15 @@ class Child:
         return out
 
 
-def rar_proxy(store: Path, *args: str) -> Child:
+def rar_proxy(store: Path, *args: str, profile: str | None = None) -> Child:
     command = [sys.executable, "-m", "rar", "--store", str(store), "proxy", "--port", "0"]
-    child = Child([*command, *args])
+    child = Child([*command, *args], profile)
     child.run_id = re.search(r"run (\S+) ", child.line)[1]  # type: ignore[attr-defined, index]
     return child
+
+
+def floor_proxy(upstream: str, client_kind: str, profile: str | None = None) -> Child:
+    return Child([sys.executable, __file__, "--floor-server", upstream, client_kind], profile)
 
 
 # --- the client ----------------------------------------------------------------------------------
@@ -178,24 +276,35 @@ def first_chunk(http: httpx2.Client, base: str, body: bytes) -> float:
     return (first - t0) / 1e3
 
 
+Bodies = Prompts | list[bytes]
+
+
 def rounds(
     http: httpx2.Client,
-    paths: dict[str, tuple[str, Prompts | list[bytes]]],
+    paths: dict[str, tuple[str, Bodies]],
     stream: bool,
     count: int,
     per_round: int,
-) -> dict[str, list[float]]:
-    """``count`` calls per path, ``per_round`` at a time, the order of the paths rotating."""
+    children: dict[str, Child] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """``count`` calls per path, ``per_round`` at a time, the order of the paths rotating;
+    (samples per path, CPU µs per call of the path's process, for those in ``children``)."""
     measure = first_chunk if stream else plain
     samples: dict[str, list[float]] = {name: [] for name in paths}
+    cpu = dict.fromkeys(children or {}, 0.0)
     names = list(paths)
     for r in range(count // per_round):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             base, bodies = paths[name]
+            child = (children or {}).get(name)
+            before = child.cpu() if child else 0.0
             for _ in range(per_round):
                 body = bodies.body(stream) if isinstance(bodies, Prompts) else bodies.pop(0)
                 samples[name].append(measure(http, base, body))
-    return samples
+            if child:
+                cpu[name] += child.cpu() - before
+    per_call = {name: seconds * 1e6 / count for name, seconds in cpu.items()}
+    return samples, per_call
 
 
 def fsync_floor(directory: Path, count: int = 200) -> float:
@@ -212,22 +321,33 @@ def fsync_floor(directory: Path, count: int = 200) -> float:
 
 
 async def throughput(base: str, prompts: Prompts, concurrency: int, seconds: float) -> float:
+    """Requests/s of ``concurrency`` clients on kept-alive connections (the load generator is
+    the proxy's lean upstream client, so that it is not what limits the count)."""
+    from rar.interop._upstream import Upstream
+
     done = 0
     deadline = time.monotonic() + seconds
-    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx2.AsyncClient(limits=limits, timeout=60) as http:
+    client = Upstream(base, max_connections=concurrency, max_idle=concurrency)
+    target = httpx2.URL(base).raw_path + b"/chat/completions"
+    headers = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
 
-        async def worker() -> None:
-            nonlocal done
-            while time.monotonic() < deadline:
-                body = prompts.body(False)
-                answer = await http.post(f"{base}/chat/completions", content=body, headers=HEADERS)
-                assert answer.status_code == 200
-                done += 1
+    async def worker() -> None:
+        nonlocal done
+        while time.monotonic() < deadline:
+            reply = await client.request("POST", target, headers, prompts.body(False))
+            await reply.read(1 << 24, lambda: OverflowError())
+            await reply.aclose()
+            assert reply.status == 200
+            done += 1
 
-        started = time.monotonic()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return done / (time.monotonic() - started)
+    started = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.monotonic() - started
+    await client.aclose()
+    return done / elapsed
+
+
+PATHS = ("direct", "floor, httpx2", "floor, rar client", "rar proxy record", "rar proxy cached")
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -237,11 +357,26 @@ def measure(args: argparse.Namespace) -> None:
     seconds = 1.5 if args.quick else args.seconds
     with temp_dir("proxy") as tmp, LoopbackServer(stream_delay=args.delay) as upstream:
         direct = upstream.base_url
-        floor = Child([sys.executable, __file__, "--floor-server", direct])
-        proxy = rar_proxy(tmp / "store", "--upstream", direct)
+        profiles = {
+            "rar proxy record": str(tmp / "record.prof"),
+            "floor, rar client": str(tmp / "floor.prof"),
+        }
+        wanted = profiles if args.profile else {}
+        children = {
+            "floor, httpx2": floor_proxy(direct, "httpx2"),
+            "floor, rar client": floor_proxy(direct, "rar", wanted.get("floor, rar client")),
+            "rar proxy record": rar_proxy(
+                tmp / "store", "--upstream", direct, profile=wanted.get("rar proxy record")
+            ),
+            "rar proxy cached": rar_proxy(
+                tmp / "cached-store", "--upstream", direct, "--mode", "cached"
+            ),
+        }
+        record = children["rar proxy record"]
         http = httpx2.Client(timeout=60)
         asked = {"plain": Prompts(2), "stream": Prompts(3)}  # what the replay asks again
         live: dict[str, dict[str, list[float]]] = {}
+        cpu: dict[str, dict[str, float]] = {}
         fsyncs = [fsync_floor(tmp)]
         try:
             for stream, kind in ((False, "plain"), (True, "stream")):
@@ -249,25 +384,36 @@ def measure(args: argparse.Namespace) -> None:
                 warm = Prompts(9)
                 for _ in range(warmup):
                     call(http, direct, warm.body(stream))
-                    call(http, floor.url, warm.body(stream))
-                    call(http, proxy.url, asked[kind].body(stream))
-                paths = {
+                    for name, child in children.items():
+                        bodies = asked[kind] if name == "rar proxy record" else warm
+                        call(http, child.url, bodies.body(stream))
+                hits = Prompts(40 + stream)  # asked once now (misses), timed below (hits)
+                for _ in range(count):
+                    call(http, children["rar proxy cached"].url, hits.body(stream))
+                paths: dict[str, tuple[str, Bodies]] = {
                     "direct": (direct, Prompts(10)),
-                    "floor proxy": (floor.url, Prompts(11)),
-                    "rar proxy record": (proxy.url, asked[kind]),
+                    "floor, httpx2": (children["floor, httpx2"].url, Prompts(11)),
+                    "floor, rar client": (children["floor, rar client"].url, Prompts(12)),
+                    "rar proxy record": (record.url, asked[kind]),
+                    "rar proxy cached": (children["rar proxy cached"].url, list(hits.made)),
                 }
-                live[kind] = rounds(http, paths, stream, count, per_round)
+                for child in children.values():
+                    child.signal(signal.SIGUSR1)
+                live[kind], cpu[kind] = rounds(http, paths, stream, count, per_round, children)
+                for child in children.values():
+                    child.signal(signal.SIGUSR2)
                 fsyncs.append(fsync_floor(tmp))
-            targets = {"direct": direct, "floor proxy": floor.url, "rar proxy record": proxy.url}
+            targets = {"direct": direct, **{n: c.url for n, c in children.items()}}
+            targets.pop("rar proxy cached")  # its prompts would all be misses here
             rps = {
                 name: asyncio.run(throughput(base, Prompts(20 + n), args.concurrency, seconds))
                 for n, (name, base) in enumerate(targets.items())
             }
         finally:
-            proxy.stop()
-            floor.stop()
+            for child in children.values():
+                child.stop()
         # the recorded requests again, in recorded order, with no upstream behind the proxy
-        replaying = rar_proxy(tmp / "store", "--mode", "replay", "--run", proxy.run_id)  # type: ignore[attr-defined]
+        replaying = rar_proxy(tmp / "store", "--mode", "replay", "--run", record.run_id)  # type: ignore[attr-defined]
         replayed: dict[str, list[float]] = {}
         try:
             for stream, kind in ((False, "plain"), (True, "stream")):
@@ -275,24 +421,47 @@ def measure(args: argparse.Namespace) -> None:
                 call = first_chunk if stream else plain
                 for body in [bodies.pop(0) for _ in range(warmup)]:
                     call(http, replaying.url, body)  # the warm-up, untimed, as recorded
-                paths = {
+                replay_paths: dict[str, tuple[str, Bodies]] = {
                     "direct": (direct, Prompts(30)),
                     "rar proxy replay": (replaying.url, bodies),
                 }
-                replayed[kind] = rounds(http, paths, stream, count, per_round)["rar proxy replay"]
+                timed, used = rounds(
+                    http, replay_paths, stream, count, per_round, {"rar proxy replay": replaying}
+                )
+                replayed[kind] = timed["rar proxy replay"]
+                cpu[kind].update(used)
         finally:
             replaying.stop()
             http.close()
-    report(live, replayed, rps, count, per_round, args.concurrency, seconds)
+        if args.profile:
+            show_profiles(profiles)
+    report(live, replayed, cpu, rps, count, per_round, args.concurrency, seconds)
     print(
         f"\nwrite+fsync of 300 B on this disk during the run: {median(fsyncs):,.0f} µs (median of "
         f"{len(fsyncs)} probes of 200); a recorded answer costs two (its blob, then its event)"
     )
+    if args.profile:
+        print(
+            "(profiled: the record proxy's and the rar-client floor's latencies include cProfile)"
+        )
+
+
+def show_profiles(profiles: dict[str, str]) -> None:
+    import pstats
+
+    for name, path in profiles.items():
+        if not Path(path).exists():
+            continue
+        print(f"\n--- profile: {name} (CPU time, timed rounds) ---")
+        stats = pstats.Stats(path)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(20)
 
 
 def report(
     live: dict[str, dict[str, list[float]]],
     replayed: dict[str, list[float]],
+    cpu: dict[str, dict[str, float]],
     rps: dict[str, float],
     count: int,
     per_round: int,
@@ -301,18 +470,23 @@ def report(
 ) -> None:
     rows = []
     for kind, label in (("plain", "plain call"), ("stream", "stream, first chunk")):
-        base, floor = median(live[kind]["direct"]), median(live[kind]["floor proxy"])
-        paths = {**live[kind], "rar proxy replay": replayed[kind]}
-        for name, values in paths.items():
-            p50 = median(values)
+        samples = {**live[kind], "rar proxy replay": replayed[kind]}
+        base = samples["direct"]
+        base50, base95 = median(base), percentile(base, 0.95)
+        floor50 = median(samples["floor, rar client"])
+        for name, values in samples.items():
+            p50, p95 = median(values), percentile(values, 0.95)
+            proxied = name != "direct"
             rows.append(
                 [
                     label,
                     name,
                     p50,
-                    percentile(values, 0.95),
-                    "-" if name == "direct" else p50 - base,
-                    "-" if name in ("direct", "floor proxy") else p50 - floor,
+                    p95,
+                    p50 - base50 if proxied else "-",
+                    p95 - base95 if proxied else "-",
+                    p50 - floor50 if name.startswith("rar proxy") else "-",
+                    cpu[kind].get(name, "-") if proxied else "-",
                     f"<= {GOAL_US:.0f} added"
                     if (kind, name) == ("plain", "rar proxy record")
                     else "-",
@@ -320,10 +494,21 @@ def report(
             )
     print(
         table(
-            ["call", "path", "p50 µs", "p95 µs", "added p50 µs", "over floor µs", "goal"],
+            [
+                "call",
+                "path",
+                "p50 µs",
+                "p95 µs",
+                "added p50",
+                "added p95",
+                "over floor p50",
+                "proxy CPU µs/call",
+                "goal",
+            ],
             rows,
             title=f"rar proxy vs direct, {count} calls per path, interleaved in rounds of "
-            f"{per_round} (loopback; rar proxy with fsync on)",
+            f"{per_round} (loopback; rar proxy with fsync on; the floor of 'over floor' is the "
+            "one with rar's client)",
         )
     )
     print()
@@ -334,11 +519,23 @@ def report(
             title=f"requests/s with {concurrency} concurrent clients for {seconds:g} s",
         )
     )
+    record50 = median(live["plain"]["rar proxy record"]) - median(live["plain"]["direct"])
+    _common.summary(
+        "rar proxy: p50 added to a plain call (record mode)",
+        f"{record50:,.0f} µs",
+        f"{median(live['plain']['floor, rar client']) - median(live['plain']['direct']):,.0f} µs "
+        "(pass-through floor)",
+        f"<= {GOAL_US:,.0f} µs",
+        record50 <= GOAL_US,
+    )
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--floor-server":
-        serve_floor(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "--floor-server":
+        serve_floor(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) > 3 and sys.argv[1] == "--profiled":
+        serve_profiled(sys.argv[2], sys.argv[3:])
         return
     measure(
         _common.parse_args(
@@ -347,6 +544,7 @@ def main() -> None:
                 ("--delay", {"type": float, "default": 0.02, "help": "stream: s after chunk 1"}),
                 ("--concurrency", {"type": int, "default": 16, "help": "clients for requests/s"}),
                 ("--seconds", {"type": float, "default": 4.0, "help": "s per requests/s run"}),
+                ("--profile", {"action": "store_true", "help": "cProfile the record proxy"}),
             ],
         )
     )

@@ -24,7 +24,7 @@ Kept response headers: all but the hop-by-hop ones, ``content-length``, ``conten
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -60,11 +60,17 @@ _DROPPED_HEADERS = frozenset(
 
 def kept_headers(headers: httpx2.Headers) -> list[list[str]]:
     """The response headers a record keeps, in order, names lower-cased."""
-    return [
-        [name.lower(), value]
-        for name, value in headers.multi_items()
-        if name.lower() not in _DROPPED_HEADERS
-    ]
+    return kept_pairs(headers.multi_items())
+
+
+def kept_pairs(headers: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """:func:`kept_headers` of (name, value) pairs."""
+    kept = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower not in _DROPPED_HEADERS:
+            kept.append([lower, value])
+    return kept
 
 
 def is_event_stream(headers: httpx2.Headers) -> bool:
@@ -120,8 +126,8 @@ def result_of(
 # --- the response handed to the SDK ------------------------------------------------------------
 
 
-def replayed(result: dict[str, Any]) -> httpx2.Response:
-    """The HTTP response a recorded result stands for."""
+def http_of(result: Any) -> dict[str, Any]:
+    """The ``http`` part of a recorded result (RunError when it has none)."""
     http = result.get("http") if isinstance(result, dict) else None
     if not isinstance(http, dict):
         from rar.errors import RunError
@@ -131,6 +137,12 @@ def replayed(result: dict[str, Any]) -> httpx2.Response:
             "by rar.llm.Client, not through the recording transport), so it cannot be served "
             "to an SDK; record the run again through the transport"
         )
+    return http
+
+
+def replayed(result: dict[str, Any]) -> httpx2.Response:
+    """The HTTP response a recorded result stands for."""
+    http = http_of(result)
     headers = [(str(k), str(v)) for k, v in http.get("headers", ())]
     body = body_bytes(http)
     if http.get("stream") or http.get("interrupted"):
@@ -296,14 +308,16 @@ def _openai_responses(call: Call, data: dict[str, Any]) -> Response | None:
     )
 
 
+_RECORDED: list[httpx2.Request] = []  # the one request every recorded stream is read under
+
+
 def _events(body: bytes, provider: str) -> Iterator[tuple[str, str]]:
     from rar.llm.providers._http import sse_events
 
+    if not _RECORDED:  # EventSource wants a request; one is parsed once, not per answer
+        _RECORDED.append(httpx2.Request("GET", "http://recorded.invalid/"))
     response = httpx2.Response(
-        200,
-        headers={"content-type": "text/event-stream"},
-        content=body,
-        request=httpx2.Request("GET", "http://recorded.invalid/"),  # EventSource wants one
+        200, headers={"content-type": "text/event-stream"}, content=body, request=_RECORDED[0]
     )
     return sse_events(response, provider=provider)
 

@@ -22,6 +22,7 @@ parameters, nor user-info in the URL.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +33,7 @@ import orjson
 from rar.hashing import digest_bytes
 from rar.interop import _lift
 
+Query = tuple[tuple[str, str], ...]
 StreamKind = Literal["openai", "openai-responses", "anthropic", "gemini"]
 
 #: Query parameters that carry credentials: never recorded.
@@ -65,18 +67,19 @@ class Call:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _origin(url: str) -> tuple[str, str, list[tuple[str, str]]]:
+@functools.lru_cache(maxsize=512)  # a client asks the same few URLs again and again
+def _origin(url: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     """(scheme://host[:port], path, query pairs without credentials) of ``url``."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
     origin = f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
-    query = [
+    query = tuple(
         (k, v)
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
         if k.lower() not in SECRET_PARAMS
-    ]
+    )
     return origin, parts.path, query
 
 
@@ -98,9 +101,7 @@ def describe(method: str, url: str, headers: Any, body: bytes) -> Call:
     return Call("http", _http_payload(method, origin, path, query, headers, body, data))
 
 
-def _wire(
-    query: list[tuple[str, str]], headers: Any, stream: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def _wire(query: Query, headers: Any, stream: dict[str, Any] | None = None) -> dict[str, Any]:
     wire: dict[str, Any] = dict(stream or {})
     if query:
         wire["query"] = [list(pair) for pair in query]
@@ -114,7 +115,7 @@ def _wire(
 
 
 def _model_call(
-    origin: str, path: str, query: list[tuple[str, str]], headers: Any, body: dict[str, Any]
+    origin: str, path: str, query: Query, headers: Any, body: dict[str, Any]
 ) -> Call | None:
     for suffix, endpoint in _OPENAI.items():
         if path.endswith(suffix):
@@ -150,7 +151,7 @@ def _openai(
     base_url: str,
     suffix: str,
     endpoint: str,
-    query: list[tuple[str, str]],
+    query: Query,
     headers: Any,
     body: dict[str, Any],
 ) -> Call:
@@ -175,9 +176,7 @@ def _openai(
     )
 
 
-def _anthropic(
-    base_url: str, query: list[tuple[str, str]], headers: Any, body: dict[str, Any]
-) -> Call:
+def _anthropic(base_url: str, query: Query, headers: Any, body: dict[str, Any]) -> Call:
     streaming = body.get("stream") is True
     rest = {k: v for k, v in body.items() if k != "stream"}
     lifted = _lift.anthropic_messages(rest)
@@ -198,7 +197,7 @@ def _anthropic(
 def _gemini(
     base_url: str,
     match: re.Match[str],
-    query: list[tuple[str, str]],
+    query: Query,
     headers: Any,
     body: dict[str, Any],
 ) -> Call:
@@ -227,7 +226,7 @@ def _http_payload(
     method: str,
     origin: str,
     path: str,
-    query: list[tuple[str, str]],
+    query: Query,
     headers: Any,
     body: bytes,
     data: Any,

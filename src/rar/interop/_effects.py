@@ -25,14 +25,15 @@ if TYPE_CHECKING:
 class PendingEffect:
     """One effect whose ordinal is taken and whose result is not recorded yet."""
 
-    def __init__(self, run: Run, kind: str, request: Any) -> None:
+    def __init__(self, run: Run, kind: str, request: Any, *, started: int | None = None) -> None:
+        """``started``: when the effect began (``time.perf_counter_ns()``), if before now."""
         self.run = run
         self.kind = kind
         span: Span
         span, ordinal, request_ref = run._prepare(kind, request)
         self.span, self.ordinal, self.request_ref = span, ordinal, request_ref
         self.done = False
-        self._start = time.perf_counter_ns()
+        self._start = time.perf_counter_ns() if started is None else started
 
     @property
     def digest(self) -> str:

@@ -39,14 +39,52 @@ _TIMEOUT_ANSWER = (
 ) + _TIMEOUT_BODY
 
 
+class _Corked:
+    """A connection's transport whose writes of one event-loop step go out as one.
+
+    uvicorn writes a response's head, its body and its end separately, each a ``send(2)`` at
+    once: the client is woken for the head alone and again for the body. Here they are joined
+    and sent at the end of the step (``loop.call_soon``), or before a close. Everything else is
+    the transport's own."""
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._pending is None:
+            self._pending = [data]
+            self._loop.call_soon(self.flush)
+        else:
+            self._pending.append(data)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's headers."""
+    """uvicorn's h11 protocol with a deadline on each request's headers (and the writes of one
+    step sent together, see :class:`_Corked`)."""
 
     header_timeout = 10.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._header_timer: asyncio.TimerHandle | None = None
-        super().connection_made(transport)
+        super().connection_made(_Corked(transport, self.loop))  # type: ignore[arg-type]
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -113,6 +151,7 @@ def make_server(
         lifespan="on",
         server_header=False,
         date_header=False,
+        proxy_headers=False,  # nothing reads the client's address: no X-Forwarded-* rewriting
         timeout_keep_alive=keep_alive,  # type: ignore[arg-type]  # a float works
         timeout_graceful_shutdown=graceful,  # type: ignore[arg-type]
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,

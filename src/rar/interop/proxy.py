@@ -3,8 +3,9 @@
 Point any process that honours ``OPENAI_BASE_URL`` at it (``http://127.0.0.1:PORT/v1``); it
 serves ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``,
 ``/v1/responses`` and ``GET /v1/models[/ID]`` (with or without the ``/v1`` prefix), forwarding
-each to ``--upstream`` through an :class:`~rar.interop.transport.AsyncRecordingTransport` —
-the same effects, store, cache and redactor as the SDK transport.
+each to ``--upstream`` and recording it as the SDK transport does — the same effects, store,
+cache and redactor (:mod:`rar.interop._relay`; the upstream client is
+:mod:`rar.interop._upstream`).
 
 Modes:
 
@@ -37,7 +38,8 @@ import httpx2
 import orjson
 
 from rar.errors import ConfigError, RarError, UserError
-from rar.interop.transport import AsyncRecordingTransport
+from rar.interop._relay import Answer, Relay
+from rar.interop._upstream import Upstream
 from rar.redaction import Redactor
 from rar.replay.source import NondeterminismError, RecordedEffects, ReplayMissError, Served
 from rar.runtime.run import Run
@@ -50,6 +52,7 @@ HEADER_TIMEOUT = 10.0
 BODY_TIMEOUT = 60.0
 
 _POST = ("/chat/completions", "/completions", "/embeddings", "/responses")
+#: Request headers never forwarded (hop-by-hop, credentials, the upstream client's own).
 _DROPPED_REQUEST = frozenset(
     {
         "host",
@@ -69,7 +72,9 @@ _DROPPED_REQUEST = frozenset(
         "accept-encoding",
     }
 )
-_DROPPED_RESPONSE = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+_DROPPED_REQUEST_BYTES = frozenset(name.encode() for name in _DROPPED_REQUEST)
+#: Sent when the client did not send them.
+_DEFAULT_REQUEST = ((b"accept", b"*/*"), (b"user-agent", b"rar-proxy"))
 
 
 def route(method: str, path: str) -> str | None:
@@ -136,7 +141,7 @@ class Proxy:
         source: str | None = None,
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        upstream_transport: httpx2.AsyncBaseTransport | None = None,
+        upstream_client: Upstream | None = None,
         max_body: int = MAX_BODY_BYTES,
         body_timeout: float = BODY_TIMEOUT,
         durable: bool = True,
@@ -151,7 +156,7 @@ class Proxy:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self.requests = 0
-        self._api_key = api_key
+        self._auth = _bearer(api_key) if api_key and mode != "replay" else None
         self._source: ExactOrder | None = None
         self._source_events: list[dict[str, Any]] = []
         if mode == "replay":
@@ -187,7 +192,7 @@ class Proxy:
                 redactor=redactor,
             )
             self.run._source = self._source
-            inner: httpx2.AsyncBaseTransport = _NoUpstream()
+            client: Upstream | None = None
         else:
             if not upstream:
                 raise ConfigError(f"rar proxy --mode {mode} needs --upstream URL")
@@ -203,11 +208,8 @@ class Proxy:
                 durable=durable,
                 redactor=redactor,
             )
-            inner = upstream_transport or httpx2.AsyncHTTPTransport()
-        self.transport = AsyncRecordingTransport(self.run, inner, cache=mode == "cached")
-        self.client = httpx2.AsyncClient(
-            transport=self.transport, timeout=httpx2.Timeout(600.0, connect=10.0)
-        )
+            client = upstream_client or Upstream(self.upstream)
+        self.relay = Relay(self.run, self.upstream, client, cache=mode == "cached")
 
     # --- the ASGI application ----------------------------------------------------------------
 
@@ -248,21 +250,20 @@ class Proxy:
         await self._forward(scope, target, headers, body, send)
 
     async def _read_body(self, receive: Any) -> bytes:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.body_timeout
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
-            if message["type"] == "http.disconnect":
-                raise _Gone
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                raise _TooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        async with asyncio.timeout(self.body_timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _Gone
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body:
+                    raise _TooLarge
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _forward(
         self,
@@ -273,23 +274,21 @@ class Proxy:
         send: Any,
     ) -> None:
         self.requests += 1
-        forwarded = [
-            (k.decode("latin-1"), v.decode("latin-1"))
-            for k, v in headers
-            if k.decode("latin-1").lower() not in _DROPPED_REQUEST
-        ]
-        if self._api_key and self.mode != "replay":
-            forwarded.append(("authorization", f"Bearer {self._api_key}"))
-        query = scope.get("query_string", b"").decode("latin-1")
-        url = self.upstream + target + (f"?{query}" if query else "")
-        request = self.client.build_request(scope["method"], url, headers=forwarded, content=body)
+        relay = self.relay
+        url, raw_target = relay.target(target, scope.get("query_string", b""))
+        forwarded = [(k, v) for k, v in headers if k.lower() not in _DROPPED_REQUEST_BYTES]
+        names = {k.lower() for k, _ in forwarded}
+        for name, value in _DEFAULT_REQUEST:  # what the httpx2 client used to add
+            if name not in names:
+                forwarded.append((name, value))
+        if self._auth is not None:
+            forwarded.append((b"authorization", self._auth))
         try:
-            # straight to the transport: no cookies, auth or redirects to apply here
-            response = await self.transport.handle_async_request(request)
+            answer = await relay.exchange(scope["method"], url, raw_target, forwarded, body)
         except (ReplayMissError, NondeterminismError) as exc:
             await _error(send, 404, exc.message, "rar_replay_miss")
             return
-        except httpx2.TransportError as exc:
+        except httpx2.RequestError as exc:  # transport and decoding errors
             await _error(
                 send,
                 502,
@@ -300,37 +299,7 @@ class Proxy:
         except RarError as exc:
             await _error(send, 500, exc.message, "rar_error")
             return
-        out = [
-            (k.encode("latin-1"), v.encode("latin-1"))
-            for k, v in response.headers.multi_items()
-            if k.lower() not in _DROPPED_RESPONSE
-        ]
-        streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-        if not streamed:
-            try:
-                content = await response.aread()
-            except httpx2.TransportError as exc:
-                await _error(send, 502, f"the upstream answer broke: {type(exc).__name__}")
-                return
-            out.append((b"content-length", str(len(content)).encode()))
-            await send(
-                {"type": "http.response.start", "status": response.status_code, "headers": out}
-            )
-            await send({"type": "http.response.body", "body": content})
-            return
-        await send({"type": "http.response.start", "status": response.status_code, "headers": out})
-        try:
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx2.TransportError as exc:  # cut upstream: recorded, never cached
-            event = {"error": {"message": str(exc), "type": "rar_stream_interrupted"}}
-            data = b"data: " + orjson.dumps(event) + b"\n\n"
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-        except OSError:  # the client went away: what it was given is recorded
-            pass
-        finally:
-            await response.aclose()
-        await send({"type": "http.response.body", "body": b""})
+        await _send(answer, send)
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
@@ -346,7 +315,7 @@ class Proxy:
 
     async def aclose(self) -> None:
         """Close the upstream connections (a stream still open is recorded as closed early)."""
-        await self.client.aclose()
+        await self.relay.aclose()
 
     def close(self) -> ProxySummary:
         """Finish the session's run (``completed``); a replay first logs its report. Call it
@@ -426,11 +395,49 @@ class _Gone(Exception):
     pass
 
 
-class _NoUpstream(httpx2.AsyncBaseTransport):
-    """A replay's upstream: never reached (a request the record lacks is a miss before)."""
+def _bearer(key: str) -> bytes:
+    """The ``Authorization`` value for the upstream key (refused if it cannot be a header)."""
+    value = f"Bearer {key}"
+    if any(c in value for c in "\r\n\0") or not value.isprintable():
+        raise ConfigError("the upstream API key holds characters a header cannot carry")
+    try:
+        return value.encode("ascii")
+    except UnicodeEncodeError:
+        raise ConfigError("the upstream API key must be ASCII") from None
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        raise httpx2.ConnectError("rar proxy --mode replay has no upstream", request=request)
+
+async def _send(answer: Answer, send: Any) -> None:
+    """Send an answer: whole with its length, or streamed as it comes."""
+    if not answer.streamed:
+        headers = [*answer.headers, (b"content-length", b"%d" % len(answer.body))]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.body})
+        return
+    await send({"type": "http.response.start", "status": answer.status, "headers": answer.headers})
+    try:
+        if answer.body:
+            await send({"type": "http.response.body", "body": answer.body, "more_body": True})
+        if answer.pieces is not None:
+            async for chunk in answer.pieces:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if answer.error is not None:  # a recorded stream that was cut: cut again
+            await send(_interrupted(answer.error))
+    except httpx2.TransportError as exc:  # cut upstream: recorded, never cached
+        await send(_interrupted(str(exc)))
+    except OSError:  # the client went away: what it was given is recorded
+        pass
+    finally:
+        await answer.aclose()
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _interrupted(message: str) -> dict[str, Any]:
+    event = {"error": {"message": message, "type": "rar_stream_interrupted"}}
+    return {
+        "type": "http.response.body",
+        "body": b"data: " + orjson.dumps(event) + b"\n\n",
+        "more_body": True,
+    }
 
 
 async def _error(

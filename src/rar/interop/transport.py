@@ -24,7 +24,7 @@ cut by their token limit are recorded and replayed, never cached.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import httpx2
@@ -56,9 +56,15 @@ class _Recording:
 
     def _from_record(self, call: Call, effect: PendingEffect) -> httpx2.Response | None:
         """A replay's recorded answer, or a cache hit; None to ask the upstream."""
+        recorded = self._recorded_result(call, effect)
+        return None if recorded is None else _answers.replayed(recorded)
+
+    def _recorded_result(self, call: Call, effect: PendingEffect) -> dict[str, Any] | None:
+        """The result a replay serves, or a cache hit (recorded as this effect's result);
+        None to ask the upstream."""
         served = effect.served()  # a recorded error, or a divergence, is raised here
         if served is not None:
-            return _answers.replayed(served)
+            return served  # type: ignore[no-any-return]
         if self.cache is None or call.kind != "llm":
             return None
         try:
@@ -68,36 +74,45 @@ class _Recording:
             raise
         if not hit or "http" not in hit or "response" not in hit:
             return None  # a Client's answer has no bytes to serve an SDK with
-        recorded = effect.finish({**hit, "cached": True})
+        recorded: dict[str, Any] = effect.finish({**hit, "cached": True})
         self._count(recorded)
-        return _answers.replayed(recorded)
+        return recorded
 
     def _headers(self, upstream: httpx2.Response) -> list[list[str]]:
-        kept = _answers.kept_headers(upstream.headers)
-        redacted: list[list[str]] = self.run.redactor.redact(kept)
+        return self._kept(upstream.headers.multi_items())
+
+    def _kept(self, headers: Iterable[tuple[str, str]]) -> list[list[str]]:
+        """The response headers a record keeps (see :func:`_answers.kept_headers`), redacted."""
+        redacted: list[list[str]] = self.run.redactor.redact(_answers.kept_pairs(headers))
         return redacted
 
     def _record_whole(
         self, call: Call, effect: PendingEffect, upstream: httpx2.Response, body: bytes
     ) -> httpx2.Response:
-        result = _answers.result_of(
-            call, upstream.status_code, self._headers(upstream), body, streamed=False
+        recorded = self._record_whole_result(
+            call, effect, upstream.status_code, self._headers(upstream), body
         )
-        recorded = effect.finish(result)
-        self._recorded(call, effect, recorded, None)
         return _answers.replayed(recorded)
+
+    def _record_whole_result(
+        self, call: Call, effect: PendingEffect, status: int, headers: list[list[str]], body: bytes
+    ) -> dict[str, Any]:
+        """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
+        as recorded."""
+        result = _answers.result_of(call, status, headers, body, streamed=False)
+        recorded: dict[str, Any] = effect.finish(result)
+        self._recorded(call, effect, recorded, None)
+        return recorded
 
     def _recorder(
         self, call: Call, effect: PendingEffect, upstream: httpx2.Response
     ) -> StreamRecorder:
-        recorder = StreamRecorder(
-            call,
-            effect,
-            upstream.status_code,
-            self._headers(upstream),
-            self.run.redactor,
-            self._recorded,
-        )
+        return self._recorder_for(call, effect, upstream.status_code, self._headers(upstream))
+
+    def _recorder_for(
+        self, call: Call, effect: PendingEffect, status: int, headers: list[list[str]]
+    ) -> StreamRecorder:
+        recorder = StreamRecorder(call, effect, status, headers, self.run.redactor, self._recorded)
         self._open.add(recorder)
         return recorder
 

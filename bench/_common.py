@@ -30,6 +30,8 @@ if importlib.util.find_spec("rar") is None:
 def parse_args(description: str, extra: Sequence[tuple[str, dict]] = ()) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="smoke mode: fewer iterations")
+    if not any(flag == "--profile" for flag, _ in extra):
+        parser.add_argument("--profile", action="store_true", help="print a cProfile of RAR's part")
     for flag, kwargs in extra:
         parser.add_argument(flag, **kwargs)
     return parser.parse_args()
@@ -120,3 +122,36 @@ def _numeric(cell: str) -> bool:
 
 def verdict(ok: bool) -> str:
     return "yes" if ok else "NO"
+
+
+def summary(metric: str, rar: str, floor: str, goal: str, met: bool | None) -> None:
+    """One machine-readable line for ``bench/all.py`` (the README's table): the metric, RAR's
+    median, its floor measured in the same run, the goal and whether it is met."""
+    import json
+
+    shown = "-" if met is None else verdict(met)
+    print("BENCH-ROW " + json.dumps(
+        {"metric": metric, "rar": rar, "floor": floor, "goal": goal, "met": shown}
+    ))  # fmt: skip
+
+
+def profiled(enabled: bool, label: str):  # type: ignore[no-untyped-def]
+    """A context manager printing a cProfile of its body (top 25 by own time) when enabled."""
+    import cProfile
+    import pstats
+
+    @contextmanager
+    def run() -> Iterator[None]:
+        if not enabled:
+            yield
+            return
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            yield
+        finally:
+            profile.disable()
+            print(f"\n--- profile: {label} ---")
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+    return run()

@@ -8,10 +8,10 @@ answered honestly with the audit not passed) and replayed strictly. Part 2 (timi
 `python -m rar` process on a fresh store for a prose question and a Kissinger fit, and the
 replay of each.
 
-    python bench/science.py [--quick] [--only ID_PREFIX] [--mode MODE] [--show]
+    python bench/science.py [--quick] [--only ID_PREFIX] [--mode MODE] [--show] [--timing-only]
 
 Goals: every question passes and every run replays `reproducible`; `rar run` ≤ 5 s wall on
-2 cores; `rar replay` of it ≤ 2 s.
+2 cores; `rar replay` of it ≤ 1 s.
 """
 
 from __future__ import annotations
@@ -129,6 +129,9 @@ def timing(reps: int) -> None:
                 seconds, out = timed(["replay", run_id], store)
                 assert json.loads(out)["replay_status"] == "reproducible"
                 replays.append(seconds)
+        if label.startswith("Kissinger"):
+            _common.summary("rar replay, science demo (Kissinger)", f"{median(replays):.2f} s",
+                            f"rar run {median(runs):.2f} s", "<= 1 s", median(replays) <= 1)
         rows.append(
             [
                 label,
@@ -136,8 +139,8 @@ def timing(reps: int) -> None:
                 "<= 5",
                 _common.verdict(median(runs) <= 5),
                 f"{median(replays):.2f}",
-                "<= 2",
-                _common.verdict(median(replays) <= 2),
+                "<= 1",
+                _common.verdict(median(replays) <= 1),
             ]
         )
     print(
@@ -165,9 +168,11 @@ def main() -> None:
             ("--mode", {"default": None, "help": "answer every question in this mode"}),
             ("--show", {"action": "store_true", "help": "print every answer"}),
             ("--no-timing", {"action": "store_true", "help": "skip the cold-process timings"}),
+            ("--timing-only", {"action": "store_true", "help": "skip the answer-quality part"}),
         ],
     )
-    quality(args.only, args.mode, args.show)
+    if not args.timing_only:
+        quality(args.only, args.mode, args.show)
     if not args.no_timing:
         timing(2 if args.quick else 5)
 

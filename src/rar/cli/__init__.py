@@ -294,36 +294,118 @@ def cache_explain(
         )
 
 
-def _register() -> None:
-    from rar.cli.export_cmd import export_command
-    from rar.cli.flow_cmd import flow_group
-    from rar.cli.proxy_cmd import proxy_command
-    from rar.cli.replay_cmd import branch, lineage, replay_command, resume_command
-    from rar.cli.run_cmd import run_command
-    from rar.cli.sandbox_cmd import sandbox_group
-    from rar.cli.view_cmd import view_command
+# Commands defined in their own modules, imported only when named on the command line (or when
+# ``rar --help`` needs one that is not listed here). name → (module, attribute, summary): the
+# summary is the first paragraph of the command's help, which ``rar --help`` shows without
+# importing the module; tests/test_cli_startup.py checks that it matches the real command.
+_LAZY: dict[str, tuple[str, str, str]] = {
+    "run": (
+        "rar.cli.run_cmd",
+        "run_command",
+        "Answer QUESTION over a corpus with four agents, offline by default; every claim cited.",
+    ),
+    "replay": (
+        "rar.cli.replay_cmd",
+        "replay_command",
+        "Re-execute a run offline against its record; exit 0 only when it is reproducible.",
+    ),
+    "branch": (
+        "rar.cli.replay_cmd",
+        "branch",
+        "Replay RUN up to event K, then go live with controlled changes, into a new run.",
+    ),
+    "resume": (
+        "rar.cli.replay_cmd",
+        "resume_command",
+        "Continue a run that waited, crashed or was stopped, in the same run.",
+    ),
+    "lineage": (
+        "rar.cli.replay_cmd",
+        "lineage",
+        "The tree of runs branched (or replayed) from RUN's root, with divergence points.",
+    ),
+    "sandbox": (
+        "rar.cli.sandbox_cmd",
+        "sandbox_group",
+        "Run Python code in the isolated code sandbox (bubblewrap).",
+    ),
+    "export": (
+        "rar.cli.export_cmd",
+        "export_command",
+        "Export a run (RUN may be a unique id prefix) as a trajectory, an HTML page, an RO-Crate "
+        "or a PROV document.",
+    ),
+    "view": (
+        "rar.cli.view_cmd",
+        "view_command",
+        "Browse runs in a local web viewer (read-only unless --allow-runs; never changes a run).",
+    ),
+    "flow": (
+        "rar.cli.flow_cmd",
+        "flow_group",
+        "Agentic flows: graphs of agents with parallel splits and merges.",
+    ),
+    "proxy": (
+        "rar.cli.proxy_cmd",
+        "proxy_command",
+        "Serve an OpenAI-compatible API that records (or replays) every model call as a run.",
+    ),
+    "diff": (
+        "rar.cli.diff_cmd",
+        "diff_command",
+        "Compare run A with run B step by step: the first divergence and why, the answers, "
+        "evidence, usage and manifests. Exit 0 when equivalent, 1 when different.",
+    ),
+}
 
-    for command in (
-        run_command,
-        replay_command,
-        branch,
-        resume_command,
-        lineage,
-        sandbox_group,
-        export_command,
-        view_command,
-        flow_group,
-        proxy_command,
-    ):
-        cli.add_command(command)
-    try:
-        from rar.cli.diff_cmd import diff_command
-    except ImportError:  # pragma: no cover - during development of the diff command
-        return
-    cli.add_command(diff_command, "diff")
+
+def _load(name: str) -> click.Command | None:
+    """Import a lazily registered command and add it to the group."""
+    entry = _LAZY.get(name)
+    if entry is None:
+        return None
+    import importlib
+
+    module, attribute, _ = entry
+    command: click.Command = getattr(importlib.import_module(module), attribute)
+    cli.add_command(command, name)
+    return command
 
 
-_register()
+def _lazy_list_commands(ctx: click.Context) -> list[str]:
+    return sorted(set(cli.commands) | set(_LAZY))
+
+
+def _lazy_get_command(ctx: click.Context, name: str) -> click.Command | None:
+    command = cli.commands.get(name)
+    return command if command is not None else _load(name)
+
+
+def _lazy_format_commands(ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    """``rar --help``'s command list, from the summaries: no command module is imported."""
+    rows = []
+    for name in _lazy_list_commands(ctx):
+        command = cli.commands.get(name)
+        if command is None:
+            command = click.Command(name, help=_LAZY[name][2])
+        if command.hidden:
+            continue
+        rows.append((name, command))
+    if rows:
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+cli.list_commands = _lazy_list_commands  # type: ignore[method-assign]
+cli.get_command = _lazy_get_command  # type: ignore[method-assign,assignment]
+cli.format_commands = _lazy_format_commands  # type: ignore[method-assign]
+
+
+def load_all_commands() -> None:
+    """Import every lazily registered command (for tests and documentation tools)."""
+    for name in _LAZY:
+        _load(name)
 
 
 def main() -> None:

@@ -8,13 +8,25 @@ from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
-from rich.markup import escape
-from rich.text import Text
 
 if TYPE_CHECKING:
     from rar.store.index import RunRow
     from rar.store.store import Store
     from rar.store.verify import VerifyReport
+
+# rich is imported when something is printed with it, not at start-up: `rar list` does without
+
+
+def escape(markup: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(markup)
+
+
+def Text(*args: Any, **kwargs: Any) -> Any:  # stands for rich.text.Text
+    from rich.text import Text as RichText
+
+    return RichText(*args, **kwargs)
 
 
 def emit_json(value: Any) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rar.errors import RarError, UserError
+from rar.errors import CorruptionError, RarError, UserError
 from rar.redaction import Redactor
 from rar.replay.deadline import time_left
 from rar.replay.fields import field_differences
@@ -157,8 +157,7 @@ def replay(
 
     store = store if isinstance(store, Store) else Store(store)
     source_id = store.resolve(source_ref)
-    manifest, function = _replayable(store, source_id, function)
-    events = store.events(source_id)
+    manifest, function, events = _replayable(store, source_id, function)
     last_seq = int(events[-1]["seq"]) if events else 0
     if at is not None and not 0 <= at <= last_seq:
         raise ReplayRefusedError(f"run {source_id} has events 1..{last_seq}; cannot branch at {at}")
@@ -216,17 +215,28 @@ def replay(
 
 def _replayable(
     store: Store, run_id: str, function: Callable[..., Any] | None
-) -> tuple[Manifest, Callable[..., Any]]:
-    """Refuse runs that cannot be trusted or re-created; return the manifest and function."""
-    from rar.store.verify import verify_store
+) -> tuple[Manifest, Callable[..., Any], list[dict[str, Any]]]:
+    """Refuse runs that cannot be trusted or re-created; return the manifest, the function and
+    the run's events.
+
+    The events are those the verification parsed, from the very bytes it checked: the log is
+    read, parsed and hashed once (``verify_run``), not verified and then read again.
+    """
+    from rar.store._fs import not_regular
+    from rar.store.layout import EVENTS_NAME
+    from rar.store.verify import verify_run
 
     if store.is_writing(run_id):
         raise ReplayRefusedError(
             f"run {run_id} is still being written by another process; replay it when it "
             "has finished"
         )
+    log_path = store.run_dir(run_id) / EVENTS_NAME
+    problem = not_regular(log_path)
+    if problem is not None:  # as Store.events: run files are never read through a link
+        raise CorruptionError(f"the log of run {run_id} {problem}", path=log_path, run_id=run_id)
     # blobs included: a damaged recorded answer must refuse the replay, not be served
-    check = verify_store(store, [run_id])
+    check, events = verify_run(store, run_id)
     if not check.ok:
         listed = "; ".join(f"{p.what}: {p.detail}" for p in check.problems[:5])
         raise ReplayRefusedError(
@@ -241,7 +251,7 @@ def _replayable(
                 "record runs with rar.execute()"
             )
         function = load_entrypoint(manifest.entrypoint)
-    return manifest, function
+    return manifest, function, events
 
 
 def _inputs(store: Store, manifest: Manifest) -> dict[str, Any]:
@@ -278,13 +288,12 @@ def resume(
 
     store = store if isinstance(store, Store) else Store(store)
     run_id = store.resolve(run_ref)
-    manifest, function = _replayable(store, run_id, function)
+    manifest, function, events = _replayable(store, run_id, function)
     if manifest.status.finished and manifest.status != RunStatus.WAITING:
         raise ReplayRefusedError(
             f"run {run_id} is {manifest.status.value}: there is nothing to resume. "
             f"Branch it instead: rar branch {run_id} --at K"
         )
-    events = store.events(run_id)
     due = time_left(store, events) if manifest.status == RunStatus.WAITING else None
     if due is not None and not early:
         raise ReplayRefusedError(

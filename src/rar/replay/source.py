@@ -14,8 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from rar._moved import current_name
 from rar.errors import RunError
+from rar.hashing import Canonical, digest_bytes
 from rar.store.store import Store
 
 Mode = Literal["strict", "cached", "fork", "resume"]
@@ -167,6 +170,29 @@ class RecordedEffects:
         """Recorded effects the re-execution never asked for, in record order."""
         left = [e for key, e in self.by_identity.items() if key not in self.consumed]
         return sorted(left, key=lambda e: int(e["seq"]))
+
+
+def served_ref(ref: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A recorded payload reference, ready to be written again without re-canonicalising.
+
+    An inline value read from a log is plain JSON; written into the replay's log as is, it
+    would be walked and re-serialised like any new value. Its canonical bytes are known,
+    though: they are ``size`` bytes hashing to ``digest``. ``orjson`` with sorted keys gives
+    them for almost every value (no floats, no keys outside the BMP); when its bytes have that
+    length and digest they *are* the recorded bytes, and the value is handed on as a
+    :class:`~rar.hashing.Canonical` carrying them. Anything else goes the general way, which
+    writes the same bytes more slowly.
+    """
+    if ref is None or "value" not in ref:
+        return ref
+    value = ref["value"]
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return ref
+    if len(data) != ref.get("size") or digest_bytes(data) != ref.get("digest"):
+        return ref
+    return {**ref, "value": Canonical(value, data)}
 
 
 def exception_from_record(error: dict[str, Any]) -> BaseException:

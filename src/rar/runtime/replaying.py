@@ -52,16 +52,17 @@ def serve(
     event: dict[str, Any],
 ) -> Any:
     """Record a served effect in this run and hand back its recorded result or error."""
-    from rar.replay.source import exception_from_record
+    from rar.replay.source import exception_from_record, served_ref
 
     duration = int(event.get("duration_us", 0))
+    result = served_ref(event.get("result"))
     run._append_effect(
         span,
         kind,
         ordinal,
         request_ref,
         duration,
-        result=event.get("result"),
+        result=result,
         error=event.get("error"),
     )
     span.last_served = True
@@ -70,7 +71,7 @@ def serve(
         source.on_served(source.served, len(source.by_identity))
     if "error" in event:
         raise exception_from_record(event["error"])
-    return run.store.resolve_payload(event.get("result"))
+    return run.store.resolve_payload(result)
 
 
 def already_recorded(run: Run, event: dict[str, Any]) -> int | None:

@@ -7,7 +7,8 @@ Protocol: length-prefixed JSON frames (4-byte big-endian length, then UTF-8 JSON
 that were its stdin and stdout. At start-up it moves those pipes to private descriptors, points
 fd 0 at /dev/null and fds 1 and 2 at per-cell files in its scratch directory (so output written
 below Python, by C code or child processes, is captured too), drops privileges when asked,
-preloads numpy and scipy (matplotlib with pyplot in a background thread), and sends a ``hello``
+seeds ``numpy.random`` whenever a cell first imports it (nothing is preloaded: a cell pays for
+what it imports), and sends a ``hello``
 frame (its interpreter, ``sys.prefix``, which of numpy, scipy and matplotlib are missing). Each
 ``run`` frame runs one cell in one shared namespace (variables persist like a notebook) after
 reseeding ``random`` and ``numpy.random``, and is answered by a ``result`` frame.
@@ -26,7 +27,6 @@ import shutil
 import signal
 import struct
 import sys
-import threading
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -144,19 +144,15 @@ class _Worker:
             self.preload_errors["matplotlib-config"] = str(exc)
 
     def preload(self) -> None:
-        if not self.config.get("preload"):
-            return
-        for name in ("numpy", "scipy"):
-            self._import(name)
-        thread = threading.Thread(target=self._import, args=("matplotlib.pyplot",), daemon=True)
-        thread.start()
+        """Nothing is imported ahead of the first cell: a cell pays for what it imports.
 
-    def _import(self, name: str) -> None:
-        try:
-            __import__(name)
-            self.preloaded.append(name)
-        except Exception as exc:  # a missing library is reported, not fatal
-            self.preload_errors[name] = f"{type(exc).__name__}: {exc}"
+        Importing numpy and scipy up front made every cold start ~150 ms slower, also for
+        cells that use neither. What preloading guaranteed is kept: ``numpy.random`` is seeded
+        with the cell's seed however and whenever it is first imported (by the cell, or by a
+        library the cell imports), exactly as if it had been imported and reseeded before the
+        cell started, so the draws are the same.
+        """
+        sys.meta_path.insert(0, _SEED_ON_IMPORT)
 
     def serve(self) -> None:
         self.channel.send(
@@ -315,9 +311,64 @@ def _tasks_of(uid: int) -> int:
 
 def _reseed(seed: int) -> None:
     random.seed(seed)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed(seed % 2**32)
+    _SEED_ON_IMPORT.seed = seed
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None and hasattr(numpy_random, "seed"):
+        numpy_random.seed(seed % 2**32)
+
+
+class _SeedingLoader:
+    """Runs the real loader of ``numpy.random``, then seeds it with the current cell's seed."""
+
+    def __init__(self, loader: Any, hook: _SeedOnImport) -> None:
+        self._loader = loader
+        self._hook = hook
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        seed = getattr(module, "seed", None)
+        if callable(seed):
+            seed(self._hook.seed % 2**32)
+
+    def __getattr__(self, name: str) -> Any:  # resources, get_data, is_package, ...
+        return getattr(self._loader, name)
+
+
+class _SeedOnImport:
+    """A meta-path finder that only wraps the loader of ``numpy.random`` (see ``preload``)."""
+
+    target = "numpy.random"
+
+    def __init__(self) -> None:
+        self.seed = 0
+        self._finding = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self.target or self._finding:
+            return None
+        self._finding = True
+        try:
+            for finder in sys.meta_path:
+                if finder is self:
+                    continue
+                find = getattr(finder, "find_spec", None)
+                spec = find(name, path, target) if find is not None else None
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._finding = False
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _SeedingLoader(spec.loader, self)
+        return spec
+
+
+_SEED_ON_IMPORT = _SeedOnImport()
 
 
 def _drop_privileges(config: dict[str, Any]) -> None:

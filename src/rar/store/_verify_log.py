@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -9,11 +10,12 @@ from typing import Any, Final
 import orjson
 from pydantic import ValidationError
 
-from rar.hashing import digest_bytes
+from rar.hashing import _AS_DIGIT_RUNS, _SIXTEEN_DIGITS, _restore_floats
 from rar.store._verify_blobs import CHAIN_BYTES, BlobChecker
 from rar.store._verify_report import Problem, VerifyReport
+from rar.store._verify_shape import fast_checks
 from rar.store.events import EVENT_ADAPTER, EVENT_TYPES, inline_payloads, payload_digests
-from rar.store.log import LOST_FOUND, lines_of
+from rar.store.log import LOST_FOUND, continues_chain
 from rar.store.manifest import Manifest
 from rar.store.snapshot import diff_trees
 
@@ -46,45 +48,82 @@ class Walk:
 
 
 def walk_log(
-    run_id: str, log_path: Path, data: bytes, report: VerifyReport, blobs: BlobChecker
+    run_id: str,
+    log_path: Path,
+    data: bytes,
+    report: VerifyReport,
+    blobs: BlobChecker,
+    events: list[dict[str, Any]] | None = None,
 ) -> Walk:
-    """Check every line: parse, seq, chain, type, the blobs it refers to, state diffs."""
+    """Check every line: parse, seq, chain, type, the blobs it refers to, state diffs.
+
+    One pass over the bytes: each line is parsed once and hashed once. With ``events`` given,
+    every parsed event is appended to it as :func:`rar.store.log.read_events` would return it
+    (a replay is then served from exactly the bytes that were verified, without reading the
+    log again).
+    """
     problems = report.problems
     walk = Walk()
+    digests = walk.digests
     expected_seq = 1
     snapshots: dict[str, dict[str, Any] | None] = {}
-    offset = 0
-    for raw in lines_of(data):
-        line_at = offset
-        offset += len(raw.data) + 1
-        walk.terminated = raw.terminated
+    checks = fast_checks()
+    sha256 = hashlib.sha256
+    loads = orjson.loads
+    check_json = blobs.check_json
+    # integers beyond 2**53 (floats written with all their digits) need from_canonical's walk;
+    # one translate of the whole log finds the lines that have a run of 16 digits
+    wide = events is not None and _SIXTEEN_DIGITS in data.translate(_AS_DIGIT_RUNS)
+    end = data.rfind(b"\n") + 1
+    start = 0
+    number = 0
+    rest = data[end:]
+    tail_line = rest if rest and continues_chain(rest, _last_line(data, end)) else None
+    while True:
+        if start < end:
+            stop = data.index(b"\n", start)
+            line = data[start:stop]
+            line_at = start
+            start = stop + 1
+        elif tail_line is not None:
+            line, line_at = tail_line, end
+            tail_line = None
+            walk.terminated = False
+        else:
+            break
+        number += 1
+        digest = "sha256:" + sha256(line).hexdigest()
         try:
-            event = orjson.loads(raw.data)
-            if not isinstance(event, dict):
+            event = loads(line)
+            if type(event) is not dict:
                 raise ValueError("not a JSON object")
         except (orjson.JSONDecodeError, ValueError) as exc:
             problems.append(
                 Problem(
                     run_id,
                     "malformed-line",
-                    f"line {raw.number} (offset {line_at}): {exc}",
+                    f"line {number} (offset {line_at}): {exc}",
                     seq=expected_seq,
                     path=str(log_path),
                     offset=line_at,
                 )
             )
-            walk.prev = digest_bytes(raw.data)
-            walk.digests.append(walk.prev)
+            walk.prev = digest
+            digests.append(digest)
             walk.last_type = None
             expected_seq += 1
             continue
+        if events is not None:
+            if wide and _SIXTEEN_DIGITS in line.translate(_AS_DIGIT_RUNS):
+                event = _restore_floats(event)
+            events.append(event)
         seq = event.get("seq")
         if seq != expected_seq:
             problems.append(
                 Problem(
                     run_id,
                     "seq",
-                    f"line {raw.number} has the wrong seq",
+                    f"line {number} has the wrong seq",
                     seq=expected_seq,
                     expected=str(expected_seq),
                     actual=str(seq),
@@ -97,7 +136,7 @@ def walk_log(
                 Problem(
                     run_id,
                     "chain",
-                    f"line {raw.number} does not follow the line "
+                    f"line {number} does not follow the line "
                     "before it (changed, removed or reordered lines)",
                     seq=expected_seq,
                     expected=walk.prev,
@@ -107,10 +146,23 @@ def walk_log(
                 )
             )
         kind = event.get("type")
-        if kind not in EVENT_TYPES:
+        fast = checks.get(kind) if type(kind) is str else None
+        if fast is not None and fast(event):
+            # the common case: a sound event of a known type (see rar.store._verify_shape)
+            for key in _PAYLOAD_KEYS:
+                ref = event.get(key)
+                if ref is not None and "value" not in ref and kind not in _NOT_JSON:
+                    check_json(ref["digest"], run_id, expected_seq)
+            if kind == "artifact":
+                blobs.check(event["digest"], run_id, expected_seq, kind="artifact", content=False)
+            elif CHAIN_BYTES in line:
+                for value in inline_payloads(event):
+                    blobs.follow(value, run_id, expected_seq)
+        elif type(kind) is not str or kind not in EVENT_TYPES:  # (a list is not hashable)
             problems.append(
                 Problem(run_id, "event-type", f"unknown event type {kind!r}", seq=expected_seq)
             )
+            _follow_payloads(event, kind, line, run_id, expected_seq, blobs)
         elif (shape := _shape_problem(event)) is not None:
             # a line that parses but is not an event of its type (a flipped key, a wrong type):
             # corruption, reported; nothing in it is followed
@@ -118,27 +170,19 @@ def walk_log(
                 Problem(
                     run_id,
                     "event-shape",
-                    f"line {raw.number} (offset {line_at}) is not a valid {kind} event: {shape}",
+                    f"line {number} (offset {line_at}) is not a valid {kind} event: {shape}",
                     seq=expected_seq,
                     path=str(log_path),
                     offset=line_at,
                 )
             )
             walk.last_type = kind
-            walk.prev = digest_bytes(raw.data)
-            walk.digests.append(walk.prev)
+            walk.prev = digest
+            digests.append(digest)
             expected_seq += 1
             continue
-        for digest in payload_digests(event):
-            if kind == "snapshot":
-                continue
-            if kind == "artifact":
-                blobs.check(digest, run_id, expected_seq, kind="artifact", content=False)
-            else:
-                blobs.check_json(digest, run_id, expected_seq)
-        if CHAIN_BYTES in raw.data:
-            for value in inline_payloads(event):
-                blobs.follow(value, run_id, expected_seq)
+        else:
+            _follow_payloads(event, kind, line, run_id, expected_seq, blobs)
         if kind == "snapshot":
             snapshots[str(event.get("phase"))] = blobs.check_tree(
                 event["tree"], run_id, expected_seq
@@ -149,13 +193,40 @@ def walk_log(
             walk.finished[expected_seq] = event
             _check_state_diff(run_id, expected_seq, event, snapshots, problems)
         walk.last_type = kind
-        walk.prev = digest_bytes(raw.data)
-        walk.digests.append(walk.prev)
+        walk.prev = digest
+        digests.append(digest)
         expected_seq += 1
     walk.count = expected_seq - 1
     if walk.terminated:
-        walk.torn = data[data.rfind(b"\n") + 1 :]
+        walk.torn = rest
     return walk
+
+
+_NOT_JSON: Final = frozenset({"snapshot", "artifact"})
+_PAYLOAD_KEYS: Final = ("request", "result", "content", "value", "anchors", "report", "state")
+
+
+def _last_line(data: bytes, end: int) -> bytes | None:
+    """The last newline-terminated line of ``data`` (``end``: just after its newline)."""
+    if end == 0:
+        return None
+    return data[data.rfind(b"\n", 0, end - 1) + 1 : end - 1]
+
+
+def _follow_payloads(
+    event: dict[str, Any], kind: Any, line: bytes, run_id: str, seq: int, blobs: BlobChecker
+) -> None:
+    """The blobs an event refers to, for events the fast shape check did not vouch for."""
+    for digest in payload_digests(event):
+        if kind == "snapshot":
+            continue
+        if kind == "artifact":
+            blobs.check(digest, run_id, seq, kind="artifact", content=False)
+        else:
+            blobs.check_json(digest, run_id, seq)
+    if CHAIN_BYTES in line:
+        for value in inline_payloads(event):
+            blobs.follow(value, run_id, seq)
 
 
 def _shape_problem(event: dict[str, Any]) -> str | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
@@ -47,7 +47,7 @@ from rar.store.lock import is_locked
 from rar.store.manifest import immutable_part, read_manifest
 from rar.store.store import Store
 
-__all__ = ["Problem", "VerifyReport", "verify_store"]
+__all__ = ["Problem", "VerifyReport", "verify_run", "verify_store"]
 
 _READ_ATTEMPTS: Final = 5
 
@@ -79,6 +79,7 @@ def verify_store(
     ids = sorted(_all_run_dirs(store)) if run_ids is None else list(run_ids)
     for done, run_id in enumerate(ids, start=1):
         _verify_run(store, run_id, report, checker)
+        checker.close()  # one run's packs at a time in memory
         if progress is not None:
             progress(done, len(ids))
     if whole:
@@ -90,6 +91,25 @@ def verify_store(
     else:
         report.blobs = len(checker.seen)
     return report
+
+
+def verify_run(store: Store, run_id: str) -> tuple[VerifyReport, list[dict[str, Any]]]:
+    """``verify_store(store, [run_id])`` that also returns the run's events as it parsed them.
+
+    The log is read once, and every line parsed and hashed once: the events returned are
+    exactly the bytes that were verified (as :meth:`Store.events` reads them), so a replay that
+    trusts them neither verifies nor reads the log a second time. Use them only when the
+    report is ``ok``.
+    """
+    report = VerifyReport()
+    checker = BlobChecker(store, report, PackCatalog(store.reader))
+    events: list[dict[str, Any]] = []
+    try:
+        _verify_run(store, run_id, report, checker, events)
+    finally:
+        checker.close()
+    report.blobs = len(checker.seen)
+    return report, events
 
 
 def _all_run_dirs(store: Store) -> list[str]:
@@ -193,7 +213,13 @@ def _stat(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: BlobChecker) -> None:
+def _verify_run(
+    store: Store,
+    run_id: str,
+    report: VerifyReport,
+    blobs: BlobChecker,
+    events: list[dict[str, Any]] | None = None,
+) -> None:
     report.runs += 1
     run_dir = store.run_dir(run_id)
     if not run_dir.is_dir():
@@ -221,7 +247,7 @@ def _verify_run(store: Store, run_id: str, report: VerifyReport, blobs: BlobChec
             Problem(run_id, "log-missing", "events.jsonl is missing", path=str(log_path))
         )
         return
-    walk = walk_log(run_id, log_path, view.log, report, blobs)
+    walk = walk_log(run_id, log_path, view.log, report, blobs, events)
     report.events += walk.count
     check_log_end(run_id, log_path, view, walk, report)
     manifest = view.manifest

@@ -103,7 +103,9 @@ class _Caches:
         return value
 
 
-def _verify(store: Store, run_id: str) -> dict[str, Any]:
+def _verify(store: Store, run_id: str) -> tuple[dict[str, Any], LogRead | None]:
+    """The run's verification, and its log as :func:`read_log` would read it when the same
+    pass can tell (one read, parse and hash of the log instead of two); None otherwise."""
     run_dir = store.run_dir(run_id)
     log = run_dir / EVENTS_NAME
     linked = [
@@ -112,11 +114,12 @@ def _verify(store: Store, run_id: str) -> dict[str, Any]:
         if (problem := not_regular(path)) is not None
     ]
     if linked:  # not verified: that would read through the link
-        return {"ok": False, "checked": False, "problems": linked, "notes": []}
-    from rar.store.verify import verify_store
+        return {"ok": False, "checked": False, "problems": linked, "notes": []}, None
+    from rar.store.verify import verify_run
 
-    report = verify_store(store, [run_id]).as_dict()
-    return {
+    checked, events = verify_run(store, run_id)
+    report = checked.as_dict()
+    result = {
         "ok": report["ok"],
         "checked": True,
         "problems": report["problems"],
@@ -124,6 +127,20 @@ def _verify(store: Store, run_id: str) -> dict[str, Any]:
         "blobs": report["blobs"],
         "events": report["events"],
     }
+    parsed: LogRead | None = None
+    # read_log stops at the first line that is not a JSON event with a type and a seq; when
+    # there is none, what verify parsed is what read_log returns
+    if (
+        checked.events == len(events)
+        and not any(p.what in ("malformed-line", "log-missing") for p in checked.problems)
+        and all("type" in e and "seq" in e for e in events)
+    ):
+        try:
+            torn = read_tail(log).torn_bytes
+        except CorruptionError:
+            torn = 0
+        parsed = LogRead(events, torn_bytes=torn)
+    return result, parsed
 
 
 def _stat_key(*paths: Path) -> tuple[int, ...]:
@@ -178,8 +195,18 @@ class StoreReader:
         ``verify`` is read-only, so a damaged or torn log is verified and reported like any other.
         """
         run_dir = store.run_dir(run_id)
+        log_key = _stat_key(run_dir / EVENTS_NAME)  # taken before the log is read
         key = _stat_key(run_dir / EVENTS_NAME, run_dir / MANIFEST_NAME)
-        return self.caches.get(self.caches.verify, run_id, key, lambda: _verify(store, run_id))
+
+        def compute() -> dict[str, Any]:
+            result, parsed = _verify(store, run_id)
+            if parsed is not None:  # the log, parsed by the same pass: cached for the page
+                self.caches.get(
+                    self.caches.logs, run_id, log_key, lambda: parsed, keep=LOG_CACHE_SIZE
+                )
+            return result
+
+        return self.caches.get(self.caches.verify, run_id, key, compute)
 
     def run_row(self, store: Store, row: Any) -> dict[str, Any]:
         manifest = self.manifest_data(store, row.run_id) or {}
@@ -253,8 +280,8 @@ def build_run_detail(
         manifest = store.manifest(run_id).model_dump(mode="json")
     except RarError as exc:
         problems.append({"what": "manifest", "detail": exc.message})
+    verify = viewer.verification(store, run_id)  # first: its pass also reads the log
     log = viewer.log(store, run_id)
-    verify = viewer.verification(store, run_id)
     if log.problems and verify.get("ok") is not False:
         verify = {**verify, "ok": False, "problems": [*verify["problems"], *log.problems]}
     if problems:

@@ -46,9 +46,25 @@ _SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹·", "-0123456789*"
 
 @functools.cache
 def registry() -> Any:
-    """The one pint registry (loading it takes ~0.1 s, so it is made on first use)."""
+    """The one pint registry, made on first use.
+
+    Parsing pint's unit definitions takes most of a second; pint can keep the parsed result in
+    a cache folder (keyed by the definition files' contents, so a new pint version or changed
+    definitions are parsed again), which makes a registry in ~0.1 s. RAR's per-user cache
+    directory is used when there is one (:func:`rar.runtime.fingerprint.cache_dir`: private to
+    the user, never another user's); without one, or when the cache cannot be read, the
+    definitions are parsed as usual. Either way the registry holds the same definitions.
+    """
     import pint
 
+    from rar.runtime.fingerprint import cache_dir
+
+    folder = cache_dir()
+    if folder is not None:
+        try:
+            return pint.UnitRegistry(cache_folder=folder / "pint")
+        except Exception:  # a damaged or foreign cache: parse the definitions instead
+            pass
     return pint.UnitRegistry()
 
 

@@ -401,22 +401,8 @@ class Store:
         manifest_path = run_dir / MANIFEST_NAME
         try:
             data = orjson.loads(read_regular(manifest_path))
-            parent = data.get("parent") or {}
-            status = data["status"]
-            row = RunRow(
-                run_id=run_id,
-                status=status,
-                goal=data.get("goal"),
-                created_at=data["created_at"],
-                finished_at=data.get("finished_at"),
-                events=tail_seq,
-                parent=parent.get("run_id"),
-                head=data.get("head"),
-                # a directory changed within the clock's granularity may change again with the
-                # same mtime: store 0 so that it is read again next time ("racy" entries)
-                dir_mtime_ns=0 if time.time_ns() - dir_mtime < _RACY_NS else dir_mtime,
-                log_size=log_size,
-            )
+            row = _manifest_row(run_id, data, tail_seq, dir_mtime, log_size)
+            status = row.status
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 if log_problem is None and not self._has_run_files(run_dir):
@@ -485,20 +471,8 @@ class Store:
                 data = orjson.loads(os.read(fd, info.st_size + 1))
             finally:
                 os.close(fd)
-            parent = data.get("parent") or {}
-            status = data["status"]
-            row = RunRow(
-                run_id=run_id,
-                status=status,
-                goal=data.get("goal"),
-                created_at=data["created_at"],
-                finished_at=data.get("finished_at"),
-                events=seq,
-                parent=parent.get("run_id"),
-                head=data.get("head"),
-                dir_mtime_ns=0 if time.time_ns() - dir_mtime < _RACY_NS else dir_mtime,
-                log_size=size,
-            )
+            row = _manifest_row(run_id, data, seq, dir_mtime, size)
+            status = row.status
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
             return None  # orjson.JSONDecodeError is a ValueError
         if status not in _STATUSES or not row.is_sound():
@@ -559,3 +533,24 @@ class Store:
             self._index.close()
             self._index = None
         self._reader.close()
+
+
+def _manifest_row(
+    run_id: str, data: dict[str, Any], events: int, dir_mtime: int, log_size: int
+) -> RunRow:
+    """A run's index row from its manifest's JSON and its log's tail."""
+    parent = data.get("parent") or {}
+    return RunRow(
+        run_id=run_id,
+        status=data["status"],
+        goal=data.get("goal"),
+        created_at=data["created_at"],
+        finished_at=data.get("finished_at"),
+        events=events,
+        parent=parent.get("run_id"),
+        head=data.get("head"),
+        # a directory changed within the clock's granularity may change again with the same
+        # mtime: store 0 so that it is read again next time ("racy" entries)
+        dir_mtime_ns=0 if time.time_ns() - dir_mtime < _RACY_NS else dir_mtime,
+        log_size=log_size,
+    )

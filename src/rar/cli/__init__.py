@@ -350,6 +350,22 @@ _LAZY: dict[str, tuple[str, str, str]] = {
         "proxy_command",
         "Serve an OpenAI-compatible API that records (or replays) every model call as a run.",
     ),
+    "study": (
+        "rar.cli.study_cmd",
+        "study_group",
+        "Run a grid of questions × seeds × modes × models on Dask, and report how reproducible "
+        "it was.",
+    ),
+    "query": (
+        "rar.cli.query_cmd",
+        "query_command",
+        "SQL over the store: runs, events, effects, anchors and usage as tables.",
+    ),
+    "search": (
+        "rar.cli.query_cmd",
+        "search_command",
+        "Full-text search over the messages recorded in the store.",
+    ),
     "diff": (
         "rar.cli.diff_cmd",
         "diff_command",

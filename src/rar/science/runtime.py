@@ -227,6 +227,8 @@ def ask_question(
     thinking: str | None = None,
     auditor: str | None = None,
     store: Store | str | Path | None = None,
+    tags: dict[str, str] | None = None,
+    run_id: str | None = None,
 ) -> ScienceResult:
     """Record a science run that answers ``question`` over ``corpus``; return its result.
 
@@ -246,6 +248,9 @@ def ask_question(
     refused, 5xx, rate limits), ``"rule-based"`` (the default) hands the planning over to the
     offline rule-based planner — recorded as a ``fallback`` event and named in the answer and
     the warnings — and ``"none"`` lets the run fail.
+
+    ``tags`` are added to the manifest's (``kind: science`` stays); ``run_id`` records the run
+    under that id instead of a fresh one (a study picks its cells' ids before running them).
     """
     from rar.errors import ConfigError
     from rar.replay.engine import execute
@@ -321,7 +326,8 @@ def ask_question(
         },
         models=[planner, *auditor_models],
         tools=[{"name": "search", "version": "2"}, {"name": "python", "version": "1"}],
-        tags={"kind": "science"},
+        tags={**(tags or {}), "kind": "science"},
+        run_id=run_id,
     )
     return result_of(run.store, run.id)
 

@@ -128,18 +128,23 @@ def parse_spec(data: Any, source: str) -> TaskSpec:
     return spec
 
 
-def load_spec(path: Path) -> TaskSpec:
-    """Read a task spec; errors name the file, and every field that is wrong."""
+def read_yaml(path: Path, what: str = "task spec", missing: str = "") -> Any:
+    """The YAML document in ``path``; a :class:`ConfigError` naming the file (a ``what``) when
+    it is missing (``missing`` says what to do), unreadable or not YAML."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"no task spec at {path}") from None
+        raise ConfigError(f"no {what} at {path}{missing}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the task spec {path}: {exc}") from exc
+        raise ConfigError(f"cannot read the {what} {path}: {exc}") from exc
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         raise ConfigError(f"{path}{line} is not valid YAML: {exc}") from None
-    return parse_spec(data, str(path))
+
+
+def load_spec(path: Path) -> TaskSpec:
+    """Read a task spec; errors name the file, and every field that is wrong."""
+    return parse_spec(read_yaml(path), str(path))

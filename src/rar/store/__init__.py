@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rar.store.events import EVENT_ADAPTER, EVENT_TYPES, Event, PayloadRef
     from rar.store.manifest import Manifest, RunStatus
+    from rar.store.query import events_frame, search
     from rar.store.store import Store, default_store_path
     from rar.store.verify import Problem, VerifyReport, verify_store
     from rar.store.writer import RunWriter
@@ -29,6 +30,8 @@ _EXPORTS = {
     "VerifyReport": "rar.store.verify",
     "verify_store": "rar.store.verify",
     "RunWriter": "rar.store.writer",
+    "events_frame": "rar.store.query",
+    "search": "rar.store.query",
 }
 
 __all__ = [
@@ -43,6 +46,8 @@ __all__ = [
     "Store",
     "VerifyReport",
     "default_store_path",
+    "events_frame",
+    "search",
     "verify_store",
 ]
 

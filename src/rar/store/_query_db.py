@@ -118,7 +118,8 @@ class QueryDatabase:
             run_dir = self.store.run_dir(run_id)
             keys = (_file_key(run_dir / EVENTS_NAME), _file_key(run_dir / MANIFEST_NAME))
             old = known.get(run_id)
-            if old is None or (old[1], old[2]) != keys:
+            # a file changed too recently for its stat to tell ("racy") is always read again
+            if old is None or (old[1], old[2]) != keys or "racy" in (old[1], old[2]):
                 changed.append((run_id, keys))
         for number, (run_id, keys) in enumerate(changed, start=1):
             self._index_run(run_id, keys)
@@ -208,47 +209,64 @@ class _Pass:
         return data if isinstance(data, dict) else None
 
     def _read(self, data: bytes, start: int) -> tuple[int, bool]:
-        """Check and add the lines from ``start``; (bytes indexed, whether they end a line)."""
-        position = start
+        """Check the lines from ``start`` and add those that pass; (bytes indexed, whether
+        they end with a newline). Lines are all checked before any is added: a broken link
+        of the chain makes the line before it as suspect as the line itself."""
+        checked: list[tuple[Line, int]] = []  # each line, and the offset just after it
+        position, complete = start, True
         while (newline := data.find(b"\n", position)) >= 0:
-            if not self._line(data[position:newline], final=False):
-                return position, True
+            line, why = self._check(data[position:newline], checked)
+            if line is None:
+                self._stop(why, checked)
+                break
+            checked.append((line, newline + 1))
             position = newline + 1
-        rest = data[position:]
-        if rest and self._line(rest, final=True):
-            # a complete last event without its newline: read again from the start next time
-            return len(data), False
-        return position, True
+        else:
+            rest = data[position:]
+            line, _ = self._check(rest, checked) if rest else (None, "")
+            if line is not None:  # a complete last event without its newline (not a torn write)
+                checked.append((line, len(data)))
+                complete = False  # read again from the start next time
+        for line, _ in checked:
+            self.maker.add(line)
+        if checked:
+            self.lines += len(checked)
+            self.last = checked[-1][0].digest
+            return checked[-1][1], complete
+        return start, True
 
-    def _line(self, raw: bytes, *, final: bool) -> bool:
-        number = self.lines + 1
-        why = None
+    def _check(self, raw: bytes, checked: list[tuple[Line, int]]) -> tuple[Line | None, str]:
+        number = self.lines + len(checked) + 1
+        last = checked[-1][0].digest if checked else self.last
         try:
             event = from_canonical(raw)
         except orjson.JSONDecodeError:
-            event, why = None, "is not valid JSON"
-        if why is None and (not isinstance(event, dict) or not isinstance(event.get("type"), str)):
-            why = "is not an event"
-        elif why is None and event.get("seq") != number:
-            why = f"has seq {event.get('seq')!r} where {number} was due"
-        elif why is None and event.get("prev") != self.last:
-            why = (
-                "does not continue the hash chain "
-                f"(its prev is not the digest of line {number - 1})"
-            )
-        if why is not None:
-            if not final:  # bytes after the last newline that fail are a torn write, not damage
-                self.stopped = (
-                    f"line {number} of the log {why}: it and the lines after it are not "
-                    f"indexed (rar verify {self.run_id} reports the damage)"
+            return None, f"line {number} of the log is not valid JSON"
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return None, f"line {number} of the log is not an event"
+        if event.get("seq") != number:
+            return None, f"line {number} of the log has seq {event.get('seq')!r}"
+        if event.get("prev") != last:
+            if checked:
+                checked.pop()
+                return None, (
+                    f"line {number} of the log does not continue the hash chain (line "
+                    f"{number - 1} or line {number} was changed)"
                 )
-                self.problems.append(f"run {self.run_id}: {self.stopped}")
-            return False
-        assert isinstance(event, dict)
+            return None, f"line {number} of the log does not continue the hash chain"
         digest = digest_bytes(raw)
-        self.maker.add(Line(event, raw, digest))
-        self.lines, self.last = number, digest
-        return True
+        manifest = self.manifest or {}
+        if manifest.get("events") == number and manifest.get("head") not in (None, digest):
+            return None, f"line {number} of the log is not the head its manifest seals"
+        return Line(event, raw, digest), ""
+
+    def _stop(self, why: str, checked: list[tuple[Line, int]]) -> None:
+        first = self.lines + len(checked) + 1
+        self.stopped = (
+            f"{why}: lines from {first} on are not indexed (rar verify {self.run_id} reports "
+            "the damage)"
+        )
+        self.problems.append(f"run {self.run_id}: {self.stopped}")
 
     def write(self, conn: sqlite3.Connection, keys: tuple[str, str]) -> None:
         run_id = self.run_id

@@ -135,11 +135,14 @@ class RowMaker:
         )
         if kind != "llm":
             return
-        if isinstance(inner, dict):
-            for position, message in enumerate(inner.get("messages") or []):
-                self.message(event, "request", message, position)
-        if isinstance(result, dict):
+        # the client records {"provider", "request": {...}}; a bare effect the request itself
+        conversation = inner if isinstance(inner, dict) else _dict(request)
+        for position, message in enumerate(_dicts(conversation.get("messages"))):
+            self.message(event, "request", message, position)
+        if isinstance(result, dict) and isinstance(result.get("response"), dict):
             self.usage(event, request, result)
+        elif isinstance(result, dict) and isinstance(result.get("content"), str):
+            self.message(event, "response", {"role": "assistant", **result}, 0)
 
     def usage(self, event: dict[str, Any], request: Any, result: dict[str, Any]) -> None:
         response = result.get("response")

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rar.redaction import Redactor
     from rar.runtime import Run, Span, record
     from rar.store import Manifest, RunStatus, Store, VerifyReport, verify_store
+    from rar.study import study
 
 # Public names are imported on first use: `import rar` stays cheap, and so does the CLI.
 _EXPORTS = {
@@ -72,6 +73,7 @@ _EXPORTS = {
     "digest_bytes": "rar.hashing",
     "digest_value": "rar.hashing",
     "record": "rar.runtime",
+    "study": "rar.study",
     "verify_store": "rar.store",
 }
 
@@ -107,6 +109,7 @@ __all__ = [
     "digest_bytes",
     "digest_value",
     "record",
+    "study",
     "verify_store",
 ]
 

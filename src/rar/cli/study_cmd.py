@@ -53,6 +53,13 @@ def study_group() -> None:
     default=None,
     help="Worker processes of the LocalCluster (default: one per core, one thread each).",
 )
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the --scheduler to answer.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the study's result as JSON.")
 @click.pass_context
 def run_command(
@@ -60,6 +67,7 @@ def run_command(
     spec_path: Path,
     scheduler: str | None,
     workers: int | None,
+    connect_timeout: float,
     as_json: bool,
 ) -> None:
     """Run every cell of the study SPEC (YAML); cells already finished in the store are reused.
@@ -75,7 +83,7 @@ def run_command(
     store = _store(ctx)
     with progress_bar(f"study {spec.name}", enabled=not as_json) as progress:
         result = study(spec_path, store=store, scheduler=scheduler, workers=workers,
-                       progress=progress)  # fmt: skip
+                       progress=progress, connect_timeout=connect_timeout)  # fmt: skip
     counts = result.counts
     if as_json:
         from rar.cli.render import emit_json

@@ -142,7 +142,9 @@ def read_yaml(path: Path, what: str = "task spec", missing: str = "") -> Any:
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
-        raise ConfigError(f"{path}{line} is not valid YAML: {exc}") from None
+        # one line: PyYAML's own message quotes the document over several
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}{line} is not valid YAML: {problem}; fix the file") from None
 
 
 def load_spec(path: Path) -> TaskSpec:

@@ -36,7 +36,13 @@ class Dispatcher:
     ``workers`` processes with one thread each (default: :func:`default_workers`).
     """
 
-    def __init__(self, scheduler: str | None = None, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         if scheduler is not None and "://" not in scheduler:
             raise ConfigError(
                 f"the scheduler address {scheduler!r} has no protocol; give it as "
@@ -46,6 +52,7 @@ class Dispatcher:
             raise ConfigError(f"--workers must be at least 1, not {workers}")
         self.scheduler = scheduler
         self.workers = workers
+        self.connect_timeout = connect_timeout
         self._cluster: Any = None
         self._client: Any = None
         self._connecting: asyncio.Lock | None = None
@@ -66,12 +73,13 @@ class Dispatcher:
 
         if self.scheduler is not None:
             try:
-                return Client(self.scheduler, timeout=CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
-            except (OSError, TimeoutError) as exc:
+                return Client(self.scheduler, timeout=self.connect_timeout)  # type: ignore[no-untyped-call]
+            except (OSError, TimeoutError, ValueError) as exc:
                 raise SchedulerUnreachableError(
-                    f"cannot reach the Dask scheduler at {self.scheduler} "
-                    f"({type(exc).__name__}); start one (dask scheduler) or leave out "
-                    "--scheduler to run on a LocalCluster"
+                    f"cannot reach the Dask scheduler at {self.scheduler} within "
+                    f"{self.connect_timeout:g} s ({type(exc).__name__}); start one "
+                    "(dask scheduler --host HOST --port PORT) or leave out --scheduler to run "
+                    "on a LocalCluster"
                 ) from None
         self._cluster = LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=self.workers or default_workers(),

@@ -64,7 +64,7 @@ def distributions_figure(report: dict[str, Any]) -> Any:
         axes = figure.add_subplot(1, len(panels), index)
         values = [float(c[key]) for c in cells]
         if values:
-            axes.boxplot(values, vert=True, widths=0.5)
+            axes.boxplot(values, widths=0.5)
             axes.scatter([1] * len(values), values, s=8, alpha=0.6)
         axes.set_title(label, fontsize="small")
         axes.set_xticks([])

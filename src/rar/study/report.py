@@ -75,19 +75,35 @@ def _observe(store: Store, cell: dict[str, Any]) -> dict[str, Any]:
     }
     if cell["params"]["kind"] == "flow":
         finished = next(e for e in reversed(store.events(run_id)) if e["type"] == "run.finished")
-        answer = orjson.dumps(store.resolve_payload(finished.get("result")),
-                              option=orjson.OPT_SORT_KEYS).decode()  # fmt: skip
-        return {**seen, "answer": answer, "anchors": [], "audit_passed": None, "values": {}}
+        return {**seen, **_flow_result(store.resolve_payload(finished.get("result")))}
     result = result_of(store, run_id)
-    anchors = sorted({f"{a.get('doc_id')}#{a.get('location')}@{a.get('content_hash')}"
-                      for a in result.anchors})  # fmt: skip
     return {
         **seen,
         "answer": result.answer,
-        "anchors": anchors,
+        "anchors": _anchor_keys(result.anchors),
         "audit_passed": bool(result.audit.get("passed")),
         "values": metrics.computed_values(result.claims),
     }
+
+
+def _anchor_keys(anchors: list[dict[str, Any]]) -> list[str]:
+    return sorted({f"{a.get('doc_id')}#{a.get('location')}@{a.get('content_hash')}"
+                   for a in anchors})  # fmt: skip
+
+
+def _flow_result(result: Any) -> dict[str, Any]:
+    """A flow's answer: its ``answer`` (with ``claims``, ``anchors`` and ``audit`` when it
+    returns them, as a science run does), else its whole result as canonical JSON."""
+    if isinstance(result, dict) and isinstance(result.get("answer"), str):
+        audit = result.get("audit")
+        return {
+            "answer": result["answer"],
+            "anchors": _anchor_keys(list(result.get("anchors") or [])),
+            "audit_passed": bool(audit.get("passed")) if isinstance(audit, dict) else None,
+            "values": metrics.computed_values(list(result.get("claims") or [])),
+        }
+    answer = orjson.dumps(result, option=orjson.OPT_SORT_KEYS).decode()
+    return {"answer": answer, "anchors": [], "audit_passed": None, "values": {}}
 
 
 def _replay_status(store: Store, run_id: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from rar.runtime.run import Run
 from rar.store.manifest import RunStatus
 from rar.store.store import Store
 from rar.study.cells import DONE, finished_run, run_cell
-from rar.study.cluster import Dispatcher
+from rar.study.cluster import CONNECT_TIMEOUT, Dispatcher
 from rar.study.spec import Cell, StudySpec, cells_of, load_study, parse_study
 
 ENTRYPOINT = "rar.study.runner:study_entry"
@@ -135,11 +135,13 @@ def study(
     scheduler: str | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
 ) -> StudyResult:
     """Run the grid ``spec`` (a :class:`StudySpec`, a mapping, or a YAML file's path) on Dask.
 
     ``scheduler``: ``tcp://host:port`` of a running Dask scheduler (default: a LocalCluster of
-    ``workers`` single-threaded processes, one per core). Cells already finished in the store are
+    ``workers`` single-threaded processes, one per core); ``connect_timeout`` bounds the wait
+    for it, in seconds. Cells already finished in the store are
     reused, not run again; a failing cell is recorded with its error and the study goes on.
     Returns the study's run id and every cell's outcome; ``rar study report RUN`` reports it.
     """
@@ -154,7 +156,9 @@ def study(
     grid: list[Cell] = cells_of(spec, base=base)
     store = store if isinstance(store, Store) else Store(store)
     store.ensure_writable()
-    dispatcher = Dispatcher(scheduler, workers)
+    dispatcher = Dispatcher(scheduler, workers, connect_timeout=connect_timeout)
+    if scheduler is not None:
+        dispatcher.client()  # an unreachable scheduler fails before anything is recorded
     token = _execution.set(_Execution(dispatcher, progress))
     try:
         run = execute(

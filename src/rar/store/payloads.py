@@ -11,9 +11,19 @@ payload is stored it is put in its **linked form**:
 
 A request that extends an earlier one shares that request's chain: only the new messages and
 their nodes are written, and only they are hashed (node digests are memoised per writer, message
-digests are carried by :class:`~rar.hashing.Canonical` values). The digest of a payload is the
-digest of its linked form, a pure function of the content: the same conversation always yields
-the same digest, in any process, whatever was stored before.
+digests are carried by :class:`~rar.hashing.Canonical` values or, for plain dicts, remembered
+per distinct content). The digest of a payload is the digest of its linked form, a pure function
+of the content: the same conversation always yields the same digest, in any process, whatever
+was stored before.
+
+**The prefix a conversation shares with the last one linked** is found with one C-level list
+comparison, not a walk: the Linker keeps, per position, the ``Canonical`` it was given, or a
+*snapshot* of the plain message (a deep copy of its dicts and lists that shares the immutable
+strings, so a message changed in place afterwards no longer equals it). ``==`` is exact for the
+snapshot's leaves: strings compare by content; numbers and booleans are held by
+:class:`_Exactly`, which also demands the same type (``True == 1 == 1.0`` in Python, not in
+JSON). Messages of other types (a ``str`` subclass, an enum) get no snapshot: the prefix ends
+there and the rest is hashed per message, as before.
 
 :func:`unlink` turns a linked form back into the plain value; :func:`resolve` turns a payload
 reference (inline or a blob) into it, reading canonical bytes with
@@ -61,7 +71,8 @@ class Linker:
         self._messages: dict[str, Canonical] = {}  # digest of a given Canonical -> redacted one
         self._plain: dict[bytes, Canonical] = {}  # marshal bytes of a plain message -> redacted
         self._plain_bytes = 0
-        self._last: tuple[list[Canonical | None], list[str]] = ([], [])
+        # per position of the last chain linked: what proves the same message (see _chain)
+        self._last: tuple[list[Any], list[str]] = ([], [])
 
     def link(self, value: Any, *, redacted: bool = False) -> Canonical:
         """Redact, link and canonicalize ``value``; blobs it needs are written via ``put``.
@@ -128,20 +139,22 @@ class Linker:
         return message
 
     def _chain(self, items: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
-        # A conversation usually extends the last one linked, holding the very same pre-hashed
-        # message objects: skip that shared prefix by identity. (Only Canonical parts count:
-        # they are immutable, where a plain dict may have been changed in place.)
+        # A conversation usually extends the last one linked: skip the prefix it shares with
+        # it. ``last_items`` holds per position the Canonical given (immutable; equal only to
+        # one with the same bytes) or a snapshot of the plain message (see _snapshot), so one
+        # list comparison in C proves the whole prefix unchanged.
         last_items, last_heads = self._last
-        start, limit = 0, min(len(items), len(last_items))
-        while start < limit and items[start] is last_items[start]:
-            start += 1
+        start = _shared_prefix(items, last_items)
         head: str | None = last_heads[start - 1] if start else None
         heads = last_heads[:start]
+        known = last_items[:start]
         for item in items[start:]:
             if isinstance(item, Canonical):
                 message = self._redacted(item)
+                known.append(item)
             else:
                 message = self._plain_message(item)
+                known.append(_snapshot(item))
             key = (head, message.digest)
             node = self._nodes.get(key)
             if node is None:
@@ -167,11 +180,86 @@ class Linker:
                 self._nodes[key] = node
             head = node
             heads.append(node)
-        known = last_items[:start] + [
-            i if isinstance(i, Canonical) else None for i in items[start:]
-        ]
         self._last = (known, heads)
         return {CHAIN_KEY: head, "length": len(items)}
+
+
+class _Exactly:
+    """A number or boolean in a snapshot: equal only to a value of the very same type and value
+    (Python's ``True == 1 == 1.0`` would let a changed message pass for the recorded one)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool | int | float) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self.value) and other == self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Opaque:
+    """The snapshot of a message that cannot have one: equal to nothing, so the shared prefix
+    ends there and the message is hashed again (exactly, per message) each time."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_OPAQUE: Final = _Opaque()
+_SCALARS: Final = (bool, int, float)
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a plain message that equals (``==``) only a message with the same canonical
+    form: dicts and lists copied, strings and None shared (immutable), numbers and booleans held
+    by :class:`_Exactly`; ``_OPAQUE`` for anything else (subclasses, enums: rare in messages)."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _OPAQUE
+            copied = _snapshot(item)
+            if copied is _OPAQUE:
+                return _OPAQUE
+            out[key] = copied
+        return out
+    if kind is list or kind is tuple:
+        items = [_snapshot(item) for item in value]
+        if any(item is _OPAQUE for item in items):
+            return _OPAQUE
+        return items if kind is list else tuple(items)
+    if kind in _SCALARS:
+        return _Exactly(value)
+    return _OPAQUE
+
+
+def _shared_prefix(items: list[Any] | tuple[Any, ...], known: list[Any]) -> int:
+    """How many leading ``items`` equal the snapshots ``known`` of the last chain linked."""
+    limit = min(len(items), len(known))
+    if not limit:
+        return 0
+    current = items[:limit] if type(items) is list else list(items[:limit])
+    try:
+        if current == (known if limit == len(known) else known[:limit]):
+            return limit
+    except Exception:  # a value whose comparison raises: look item by item
+        pass
+    for index in range(limit):
+        try:
+            if current[index] != known[index]:
+                return index
+        except Exception:
+            return index
+    return limit
 
 
 def resolve(ref: dict[str, Any], get: GetBlob) -> Any:

@@ -3,6 +3,7 @@ study killed with SIGKILL and run again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -162,10 +163,8 @@ def test_a_study_killed_mid_way_resumes_without_duplicates(tmp_path: Path) -> No
         os.kill(study.pid, signal.SIGKILL)
         study.wait(timeout=30)
     finally:
-        try:  # the LocalCluster's worker processes, orphaned by the kill
+        with contextlib.suppress(ProcessLookupError):  # the LocalCluster's orphaned workers
             os.killpg(study.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     before = _completed(Store(root))
     assert 2 <= sum(before.values()) < 10
     proc = _rar("study", str(spec), "--workers", "2", "--json", store=root)

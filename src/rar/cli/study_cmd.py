@@ -30,8 +30,10 @@ def _store(ctx: click.Context) -> Any:
 
 @click.group("study", cls=_StudyGroup)
 def study_group() -> None:
-    """Run a grid of questions × seeds × modes × models × corpora on Dask, and report how
-    reproducible it was.
+    """Run a grid of questions × seeds × modes × models on Dask, and report how reproducible
+    it was.
+
+    The grid may also span corpora, task specs and flows (see examples/reproducibility.yaml).
 
     \b
     rar study examples/reproducibility.yaml        # a LocalCluster, one worker per core

@@ -552,3 +552,16 @@ def test_a_store_without_write_permission_is_queried_in_a_private_copy(copy: Pat
         len(_lines(copy, r)) for r in Store(copy).run_ids()
     )
     assert sorted((str(p), p.stat().st_mtime_ns) for p in [copy, *copy.rglob("*")]) == before
+
+
+def test_docs_list_every_table_and_column() -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "scale.md").read_text()
+    section = text.split("## Querying a store", 1)[1]
+    documented: dict[str, list[str]] = {}
+    names = re.findall(r"\*\*`(\w+)`\*\*", section)
+    bodies = re.split(r"\*\*`\w+`\*\*", section)[1:]
+    for name, body in zip(names, bodies, strict=True):
+        documented[name] = re.findall(r"^\| `(\w+)` \|", body, flags=re.M)
+    assert documented == {t: list(cols) for t, (_, cols) in TABLES.items()}

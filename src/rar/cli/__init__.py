@@ -356,6 +356,11 @@ _LAZY: dict[str, tuple[str, str, str]] = {
         "Run a grid of questions × seeds × modes × models on Dask, and report how reproducible "
         "it was.",
     ),
+    "store": (
+        "rar.cli.store_cmd",
+        "store_group",
+        "Where a store keeps its parts: upload its packs to its blob URL.",
+    ),
     "query": (
         "rar.cli.query_cmd",
         "query_command",

@@ -19,6 +19,7 @@ from pathlib import Path
 from rar.errors import StoreError
 from rar.store.blobs import BlobLocation, PackDamage, PackReader, PackRecord, PackScan
 from rar.store.index import Index
+from rar.store.remote import pack_size, pack_where
 from rar.store.store import Store
 
 
@@ -27,7 +28,7 @@ class PackFinding:
     """Damage a re-hashing catalog found: a record that does not match, or unparsable bytes."""
 
     pack: str
-    path: Path
+    path: Path | str  # a local pack's path, or the URL of a pack only at the blob URL
     offset: int
     what: str  # "blob-corrupt" (a record whose bytes do not match its digest) or "pack"
     detail: str
@@ -69,7 +70,7 @@ class PackCatalog:
         for name in self.reader.iter_pack_names():
             start, seen = self._read.get(name, (0, -1))
             try:
-                size = self.reader.pack_path(name).stat().st_size
+                size = pack_size(self.reader, name)  # the local copy's, or the object's
                 if size == seen:
                     continue
                 if self.rehash:
@@ -81,7 +82,7 @@ class PackCatalog:
             self._add(name, scan, failures)
 
     def _add(self, name: str, scan: PackScan, failures: list[tuple[PackRecord, str]]) -> None:
-        path = self.reader.pack_path(name)
+        path = pack_where(self.reader, name)
         failed = {id(record) for record, _ in failures}
         for record in scan.records:
             if id(record) in failed:

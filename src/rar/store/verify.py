@@ -40,11 +40,13 @@ import orjson
 from rar.errors import ManifestMissingError
 from rar.store._verify_blobs import BlobChecker, LogsOnly
 from rar.store._verify_log import RunView, check_finished, check_log_end, walk_log
+from rar.store._verify_remote import check_remote_copies
 from rar.store._verify_report import Problem, VerifyReport
 from rar.store.catalog import PackCatalog
 from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
 from rar.store.lock import is_locked
 from rar.store.manifest import immutable_part, read_manifest
+from rar.store.remote import pack_where
 from rar.store.store import Store
 
 __all__ = ["Problem", "VerifyReport", "verify_run", "verify_store"]
@@ -86,6 +88,7 @@ def verify_store(
         catalog.refresh()  # a record seen half written may be whole by now
         _report_findings(catalog, report)
         _report_tails(store, catalog, checker.seen, report)
+        check_remote_copies(store, report)  # blobs at a URL: the objects too
         report.packs = catalog.packs
         report.blobs = catalog.records
     else:
@@ -143,7 +146,7 @@ def _report_tails(
 ) -> None:
     """A pack's unparsable end: a crashed writer's unfinished record, or damage."""
     for name, tail in sorted(catalog.tails.items()):
-        path = catalog.reader.pack_path(name)
+        path = pack_where(catalog.reader, name)
         size = tail.end - tail.offset
         owner = name.rsplit(".", 1)[0]
         if tail.torn and is_locked(store.run_dir(owner)):

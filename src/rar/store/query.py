@@ -173,8 +173,17 @@ class SearchHit:
         }
 
 
-def _store(store: Store | Path | str | None) -> Store:
-    return store if isinstance(store, Store) else Store(store)
+@contextmanager
+def _using(store: Store | Path | str | None) -> Iterator[Store]:
+    """``store``, or a Store opened on that path (closed afterwards)."""
+    if isinstance(store, Store):
+        yield store
+        return
+    opened = Store(store)
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 @contextmanager
@@ -186,17 +195,19 @@ def open_query_database(
 ) -> Iterator[QueryDatabase]:
     """The store's query database, brought up to date with its runs (``rebuild``: from
     scratch)."""
-    store = _store(store)
-    if not store.exists:
-        raise QueryError(f"there is no store at {store.root} (record a run first, or --store DIR)")
-    database = QueryDatabase(store)
-    try:
-        if rebuild:
-            database.rebuild()
-        database.update(progress)
-        yield database
-    finally:
-        database.close()
+    with _using(store) as opened:
+        if not opened.exists:
+            raise QueryError(
+                f"there is no store at {opened.root} (record a run first, or --store DIR)"
+            )
+        database = QueryDatabase(opened)
+        try:
+            if rebuild:
+                database.rebuild()
+            database.update(progress)
+            yield database
+        finally:
+            database.close()
 
 
 def _reader(database: QueryDatabase) -> tuple[sqlite3.Connection, list[str]]:
@@ -297,26 +308,26 @@ def search(
 ) -> list[SearchHit]:
     """Recorded messages matching ``text``, best first (BM25). ``run``: only that run (an id or
     unique prefix); ``raw``: ``text`` is FTS5 syntax (``energy NEAR/3 activation``, ``arrh*``)."""
-    store = _store(store)
-    run_id = store.resolve(run) if run is not None else None
     expression = match_expression(text, raw=raw)
-    where = " AND m.run_id = ?" if run_id is not None else ""
-    sql = (
-        "SELECT m.run_id, m.seq, m.span, m.source, m.role, m.name, "
-        f"snippet(messages_fts, 0, '{HIGHLIGHT[0]}', '{HIGHLIGHT[1]}', '…', 16) "
-        "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
-        f"WHERE messages_fts MATCH ?{where} ORDER BY rank, m.run_id, m.seq LIMIT ?"
-    )
-    params: list[Any] = [expression, *([run_id] if run_id else []), limit]
-    with open_query_database(store) as database:
-        try:
-            result = run_sql(database, sql, params)
-        except QueryError as exc:  # the statement is ours: what failed is the search text
-            detail = exc.message.split(": ", 1)[-1]
-            advice = "; leave out --fts to search for the words as they are" if raw else ""
-            raise QueryError(
-                f"the search {text!r} is not valid FTS5 syntax ({detail}){advice}"
-            ) from exc
+    with _using(store) as opened:
+        run_id = opened.resolve(run) if run is not None else None
+        where = " AND m.run_id = ?" if run_id is not None else ""
+        sql = (
+            "SELECT m.run_id, m.seq, m.span, m.source, m.role, m.name, "
+            f"snippet(messages_fts, 0, '{HIGHLIGHT[0]}', '{HIGHLIGHT[1]}', '…', 16) "
+            "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
+            f"WHERE messages_fts MATCH ?{where} ORDER BY rank, m.run_id, m.seq LIMIT ?"
+        )
+        params: list[Any] = [expression, *([run_id] if run_id else []), limit]
+        with open_query_database(opened) as database:
+            try:
+                result = run_sql(database, sql, params)
+            except QueryError as exc:  # the statement is ours: what failed is the search text
+                detail = exc.message.split(": ", 1)[-1]
+                advice = "; leave out --fts to search for the words as they are" if raw else ""
+                raise QueryError(
+                    f"the search {text!r} is not valid FTS5 syntax ({detail}){advice}"
+                ) from exc
     return [SearchHit(*row) for row in result.rows]
 
 
@@ -340,13 +351,12 @@ def events_frame(
     if backend not in ("pandas", "polars"):
         raise QueryError(f"backend must be pandas or polars, not {backend!r}")
     frames = _frame_module(backend)
-    store = _store(store)
-    run_id = store.resolve(run) if run is not None else None
     order = "run_id, seq" if "seq" in columns(table) else "created_at, run_id"
-    where = " WHERE run_id = ?" if run_id is not None else ""
-    result = query(
-        f"SELECT * FROM {table}{where} ORDER BY {order}", store, params=[run_id] if run_id else []
-    )
+    with _using(store) as opened:
+        run_id = opened.resolve(run) if run is not None else None
+        where = " WHERE run_id = ?" if run_id is not None else ""
+        sql = f"SELECT * FROM {table}{where} ORDER BY {order}"
+        result = query(sql, opened, params=[run_id] if run_id else [])
     if backend == "polars":
         return frames.DataFrame(result.rows, schema=list(result.columns), orient="row")
     return frames.DataFrame.from_records(result.rows, columns=list(result.columns))

@@ -378,7 +378,8 @@ def main() -> None:
     peer_p50 = median(peer[0]) if peer is not None else HIT_PEER_US
     _common.summary(
         "cache hit p50 (Client.complete)", f"{hit_p50:,.0f} µs",
-        f"Inspect AI {peer_p50:,.0f} µs" + ("" if peer is not None else " (FACTS.md, not measured)"),
+        f"Inspect AI {peer_p50:,.0f} µs"
+        + ("" if peer is not None else " (FACTS.md, not measured)"),
         f"<= {HIT_GOAL_US:.0f} µs", hit_p50 <= HIT_GOAL_US,
     )
 

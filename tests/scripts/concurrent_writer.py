@@ -31,13 +31,18 @@ def run_id_for(worker: int, j: int) -> str:
     return f"20240102-0000{worker:02d}-{j:06x}"
 
 
-def main() -> None:
-    store, worker, runs, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def start_together(go: str, worker: int) -> None:
+    """Say this worker is ready (``GOFILE.readyWORKER``), then wait for GOFILE (``-``: none)."""
     deadline = time.monotonic() + 60
     if go != "-":
         open(f"{go}.ready{worker}", "w").close()
     while go != "-" and not os.path.exists(go) and time.monotonic() < deadline:
         time.sleep(0.001)
+
+
+def main() -> None:
+    store, worker, runs, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    start_together(go, worker)
     for j in range(runs):
         run = record(
             f"worker {worker} run {j}",

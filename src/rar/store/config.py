@@ -10,7 +10,9 @@ The setting is read from the environment (``RAR_BLOBS_URL``, ``RAR_INDEX_URL``),
 store's ``store.json``::
 
     {"format": 1, "blobs": "s3://bucket/prefix", "blobs_options": {"endpoint_url": "..."},
-     "index": "postgresql://rar@db.example:5432/rar"}
+     "index": "postgresql://rar@db.example:5432/rar", "store_id": "<32 hex digits>"}
+
+``store_id`` keys the store's rows in a database that may hold several stores' indexes.
 
 ``store.json`` is written once, when a store is first given a remote part, so that every process
 opening the store agrees on where its parts are; the environment may repeat it but not contradict
@@ -20,11 +22,14 @@ usual ``AWS_*`` variables or files, PostgreSQL passwords from ``PGPASSWORD`` or 
 
 from __future__ import annotations
 
+import fcntl
 import os
-from dataclasses import dataclass, field
+import re
+import secrets
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
@@ -34,6 +39,7 @@ CONFIG_NAME: Final = "store.json"
 ENV_BLOBS: Final = "RAR_BLOBS_URL"
 ENV_INDEX: Final = "RAR_INDEX_URL"
 _FORMAT: Final = 1
+_STORE_ID: Final = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,9 @@ class StoreConfig:
     blobs: str | None = None  # an fsspec URL; None: the store's own blobs/packs
     blobs_options: dict[str, Any] = field(default_factory=dict)  # non-secret fsspec options
     index: str | None = None  # a postgresql:// URL; None: the store's own index.sqlite
+    # the store's identity in a shared index database (its rows there are keyed by it);
+    # written with the index URL on first use, see ensure_store_id
+    store_id: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -54,6 +63,8 @@ class StoreConfig:
                 out["blobs_options"] = self.blobs_options
         if self.index is not None:
             out["index"] = self.index
+        if self.store_id is not None:
+            out["store_id"] = self.store_id
         return out
 
 
@@ -68,7 +79,7 @@ def check_url(url: str, *, what: str, variable: str) -> str:
             f"{variable}: {what} URL {url!r} has no scheme; write e.g. s3://bucket/prefix, "
             "file:///path or postgresql://host/db"
         )
-    if parts.password is not None:
+    if parts.password is not None or _names_password(parts.query):
         where = (
             "PGPASSWORD or ~/.pgpass"
             if parts.scheme.startswith("postgres")
@@ -80,6 +91,11 @@ def check_url(url: str, *, what: str, variable: str) -> str:
             f"from the URL and give it through {where}"
         )
     return url
+
+
+def _names_password(query: str) -> bool:
+    """Whether a URL's query names a password (libpq reads ``?password=...`` too)."""
+    return any(key.strip().lower() == "password" for key, _ in parse_qsl(query, True))
 
 
 def _read_file(root: Path) -> dict[str, Any]:
@@ -108,8 +124,10 @@ def load_config(root: Path, environ: dict[str, str] | None = None) -> StoreConfi
     for key, variable, what in (("blobs", ENV_BLOBS, "blob"), ("index", ENV_INDEX, "index")):
         stored = data.get(key)
         given = env.get(variable) or None
-        if stored is not None and given is not None and given.rstrip("/") != str(stored).rstrip(
-            "/"
+        if (
+            stored is not None
+            and given is not None
+            and given.rstrip("/") != str(stored).rstrip("/")
         ):
             raise ConfigError(
                 f"{variable} is {given!r} but the store {root} keeps its {what}s at {stored!r} "
@@ -120,7 +138,38 @@ def load_config(root: Path, environ: dict[str, str] | None = None) -> StoreConfi
     options = data.get("blobs_options") or {}
     if not isinstance(options, dict):
         raise ConfigError(f"{root / CONFIG_NAME}: blobs_options must be an object")
-    return StoreConfig(blobs=values["blobs"], blobs_options=dict(options), index=values["index"])
+    store_id = data.get("store_id")
+    if store_id is not None and not (isinstance(store_id, str) and _STORE_ID.fullmatch(store_id)):
+        raise ConfigError(
+            f"{root / CONFIG_NAME}: store_id must be 32 lowercase hex digits, not {store_id!r}"
+        )
+    return StoreConfig(
+        blobs=values["blobs"],
+        blobs_options=dict(options),
+        index=values["index"],
+        store_id=store_id,
+    )
+
+
+def ensure_store_id(root: Path) -> str:
+    """The store's id, drawn and written into ``store.json`` (with the rest of its
+    configuration) on first use. Processes starting at once agree: the first to hold the lock
+    (an advisory ``flock`` on the store's directory) writes it, the others read it."""
+    config = load_config(root)
+    if config.store_id is not None:
+        return config.store_id
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        config = load_config(root)  # again, under the lock
+        if config.store_id is None:
+            # nondeterminism-ok: a store's identity, not agent logic
+            config = replace(config, store_id=secrets.token_hex(16))
+            save_config(root, config)
+    finally:
+        os.close(fd)  # releases the lock
+    assert config.store_id is not None
+    return config.store_id
 
 
 def save_config(root: Path, config: StoreConfig) -> None:

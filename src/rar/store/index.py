@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from rar.hashing import is_digest
-from rar.store._locations import HeaderCheck, PackScanner, location_of
+from rar.store._locations import PackScanner, location_of
 from rar.store._sqlite import (
     BUSY_TIMEOUT,
     CACHE_COLUMNS,
@@ -69,6 +69,7 @@ from rar.store._sqlite import (
     temporary_copy,
 )
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
+from rar.store.index_backend import checked_locations, scan_new_records, sound_existing
 
 __all__ = [
     "BUSY_TIMEOUT",
@@ -371,48 +372,22 @@ class Index:
             return found
 
         found = self._attempt("checking for stored blobs", query) or {}
-        if self.reader is None or not found:
-            return set(found)
-        with HeaderCheck(self.reader) as holds:
-            checked = {d: holds(d, at) if at is not None else False for d, at in found.items()}
-        if False in checked.values():
+        sound, lied = sound_existing(self.reader, found)
+        if lied:
             self.discard("a blob location does not match its pack")
-        # a blob that could not be checked (an I/O error) is written again: a copy costs little
-        return {d for d, sound in checked.items() if sound}
+        return sound
 
     def all_blob_locations(self) -> dict[str, BlobLocation]:
-        """Every blob location, each checked against its record header in the pack.
-
-        Locations the packs contradict make the index rebuild by scanning them; a location whose
-        record is itself damaged in the pack is kept, so reading it reports the damage. When the
-        index cannot be read at all, the locations come from scanning the packs.
-        """
+        """Every blob location, each checked against its record header in the pack (see
+        :func:`~rar.store.index_backend.checked_locations`)."""
         rows = self._attempt(
             "listing blob locations",
             lambda conn: conn.execute(
                 "SELECT digest, pack, offset, codec, raw_size, stored_size FROM blobs"
             ).fetchall(),
         )
-        if self.reader is None:
-            return {row[0]: at for row in rows or [] if (at := location_of(row[1:])) is not None}
-        if rows is None:
-            return PackScanner(self.reader).locations()
-        claimed = {row[0]: location_of(row[1:]) for row in rows}
-        with HeaderCheck(self.reader) as holds:
-            suspect = {d: at for d, at in claimed.items() if at is None or holds(d, at) is False}
-        if not suspect:
-            return {d: at for d, at in claimed.items() if at is not None}
-        scanner = PackScanner(self.reader)
-        kept = {  # the record there is damaged, or the pack cannot be read: reading reports it
-            d: at
-            for d, at in suspect.items()
-            if at is not None and scanner.verdict(d, at) in ("damaged", "unknown")
-        }
-        if len(kept) == len(suspect):
-            return {d: at for d, at in claimed.items() if at is not None}
-        self.discard(f"{len(suspect) - len(kept)} blob location(s) contradict the packs")
-        self.catch_up(self.reader)
-        return {**scanner.locations(), **kept}
+        claimed = None if rows is None else {row[0]: location_of(row[1:]) for row in rows}
+        return checked_locations(self, self.reader, claimed)
 
     def add_blobs(self, pack: str, records: Iterable[PackRecord], indexed_to: int) -> None:
         rows = [
@@ -448,21 +423,7 @@ class Index:
         if not all(isinstance(name, str) and isinstance(end, int) for name, end in rows):
             self.discard("a pack position is malformed")
             return self.catch_up(reader)  # the fresh index has none
-        known = dict(rows)
-        added = 0
-        for name in reader.iter_pack_names():
-            start = known.get(name, 0)
-            try:
-                size = reader.pack_path(name).stat().st_size
-            except FileNotFoundError:
-                continue
-            if size <= start:
-                continue
-            scan = reader.scan(name, start)
-            if scan.records or scan.end > start:
-                self.add_blobs(name, scan.records, scan.end)
-                added += len(scan.records)
-        return added
+        return scan_new_records(reader, dict(rows), self.add_blobs)
 
     # --- the model response cache (rows derived from recorded llm effects) --------------------
 

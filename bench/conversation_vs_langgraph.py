@@ -14,6 +14,13 @@ Sizes: the whole store directory for RAR, the sqlite file + -wal for LangGraph, 
 floor. Time: µs per step, median over steps (the step includes wrapping messages).
 
     python bench/conversation_vs_langgraph.py [--quick] [--steps N] [--profile]
+    python bench/conversation_vs_langgraph.py --growth [--steps N]
+
+``--growth``: per-step CPU (``time.thread_time``, durable=False, median of the 20 steps around
+step 10 and around step N-10, N = 1000 by default) on four paths: plain dicts passed to
+``run.effect`` (the README's API), ``Canonical`` messages, the model client (``Client`` with an
+O(1) in-process provider, ``Message`` objects) and the agent loop (``Agent``, one tool call per
+step). Goal: <= 2x growth on every path.
 
 Goals: RAR <= 1 MB and <= 1 ms per step; >= 100x smaller and >= 18x faster than LangGraph;
 within 4x of the floor with fsync.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import cProfile
 import io
+import itertools
 import os
 import pstats
 import random
@@ -175,12 +183,116 @@ def run_floor(root: Path, turns, marks, *, fsync: bool):
     return times, sizes, path.stat().st_size
 
 
+# --- --growth: per-step CPU at the start and the end of a long conversation ---------------------
+
+
+class _Fixed:
+    """An in-process provider answering in O(1) (the scripted model counts tokens per call)."""
+
+    name = "fixed"
+    base_url = None
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+
+    def complete(self, request):
+        return self.answer(request)
+
+
+def growth_path(root: Path, path: str, steps: int) -> list[float]:
+    """Per-step CPU seconds of one path (see the module docstring)."""
+    from rar.llm.client import Client
+    from rar.llm.profiles import Profiles
+    from rar.llm.types import Message, Response
+
+    rng = random.Random(7)
+    run = record("growth", store=root / path, seed=1, durable=False, redactor=Redactor(env={}))
+    times: list[float] = []
+    clock = time.thread_time
+    if path in ("plain dicts", "Canonical"):
+        messages: list = []
+        wrap = Canonical if path == "Canonical" else (lambda m: m)
+        for i in range(steps):
+            user = _message("user", f"[{i}] " + text(rng, USER_BYTES), USER_BYTES)
+            reply = _message("assistant", f"[{i}] " + text(rng, REPLY_BYTES), REPLY_BYTES)
+            t0 = clock()
+            messages.append(wrap(user))
+            answer = run.effect("llm", {"model": "m", "messages": messages},
+                                lambda reply=reply: reply)
+            messages.append(wrap(answer))
+            times.append(clock() - t0)
+    elif path == "model client":
+        replies = [Response(content=f"[{i}] " + text(rng, REPLY_BYTES)) for i in range(steps)]
+        count = iter(range(steps))
+        client = Client(_Fixed(lambda request: replies[next(count)]), run=run,
+                        profiles=Profiles())
+        history: list = []
+        for i in range(steps):
+            t0 = clock()
+            history.append(Message.user(f"[{i}] " + text(rng, USER_BYTES)))
+            history.append(client.complete(messages=history).message)
+            times.append(clock() - t0)
+    else:  # the agent loop: a tool call per step, timed between the model's calls
+        from rar.llm.providers.scripted import tool_call
+        from rar.loop import Agent
+        from rar.tools import tool
+
+        @tool
+        def echo(x: str) -> str:
+            """Repeat x.
+
+            Args:
+                x: what to repeat.
+            """
+            return x * 4
+
+        stamps: list[float] = []
+        args = [f"[{i}] " + text(rng, USER_BYTES // 4) for i in range(steps)]
+
+        def answer(request) -> Response:
+            stamps.append(clock())
+            k = len(stamps) - 1
+            if k >= steps - 1:
+                return Response(content="done")
+            return Response(tool_calls=(tool_call("echo", f"c{k}", x=args[k]),),
+                            finish_reason="tool_calls")
+
+        Agent(Client(_Fixed(answer), run=run, profiles=Profiles()), tools=[echo],
+              max_steps=steps).run("go", run=run)
+        times = [b - a for a, b in itertools.pairwise(stamps)]
+    run.finish()
+    return times
+
+
+def growth(steps: int) -> None:
+    paths = ("plain dicts", "Canonical", "model client", "agent loop")
+    rows = []
+    with temp_dir("growth") as tmp:
+        for path in paths:
+            times = growth_path(tmp, path, steps)
+            us = [t * 1e6 for t in times]
+            early, late = median(us[0:20]), median(us[-20:])
+            ratio = late / early
+            rows.append([path, early, late, f"{ratio:.2f}x", _common.verdict(ratio <= 2.0)])
+            _common.summary(f"per-step CPU growth, {path}, step 10 -> {len(us) - 10}",
+                            f"{ratio:.2f}x ({early:,.0f} -> {late:,.0f} µs)", "-", "<= 2x",
+                            ratio <= 2.0)
+    print(table(["path", "µs @step 10", f"µs @step {steps - 10}", "growth", "<= 2x"], rows,
+                title=f"per-step CPU (thread time, durable=False), {steps} steps, medians of "
+                      "20 steps"))
+
+
 def main() -> None:
     args = _common.parse_args(
         __doc__.splitlines()[0],
         [("--steps", {"type": int, "default": None, "help": "conversation length (200)"}),
-         ("--profile", {"action": "store_true", "help": "cProfile the RAR steps"})],
+         ("--profile", {"action": "store_true", "help": "cProfile the RAR steps"}),
+         ("--growth", {"action": "store_true",
+                       "help": "per-step CPU at step 10 and N-10 on four paths"})],
     )
+    if args.growth:
+        growth(args.steps or (300 if args.quick else 1000))
+        return
     steps = args.steps or (40 if args.quick else 200)
     marks = checkpoints(steps)
     turns = script(steps)

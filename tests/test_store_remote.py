@@ -412,15 +412,19 @@ def test_no_file_of_the_store_holds_a_credential(s3_store: Path, bucket: str) ->
     assert seen > 5
 
 
-def test_reading_fetches_a_pack_once(s3_store: Path, bucket: str) -> None:
+def test_reading_fetches_a_pack_once(
+    s3_store: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_id = record_run(s3_store, "q1")
     assert rar(s3_store, "store", "push", "--drop-local").returncode == 0
     store = Store(s3_store)
     remote = store.remote
     assert remote is not None
     calls: list[str] = []
-    original = remote.fs.cat_file
-    remote.fs.cat_file = lambda *a, **k: calls.append(a[0]) or original(*a, **k)
+    original = remote.fs.cat_file  # (fsspec shares the instance: restored after the test)
+    monkeypatch.setattr(
+        remote.fs, "cat_file", lambda *a, **k: calls.append(a[0]) or original(*a, **k)
+    )
     started = time.perf_counter()
     for event in store.events(run_id):
         if event["type"] == "effect":

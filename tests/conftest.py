@@ -35,3 +35,10 @@ def store(store_path: Path) -> Iterator[Store]:
 def redactor() -> Redactor:
     """A redactor independent of the test process's environment."""
     return Redactor(env={})
+
+
+@pytest.fixture
+def blobs_in_packs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every blob written to a pack, none carried in log lines (``RAR_CARRY_LIMIT=0``, also for
+    subprocesses): for tests about packs and their damage."""
+    monkeypatch.setenv("RAR_CARRY_LIMIT", "0")

@@ -302,6 +302,7 @@ def test_browser_xss_run_offline(world: dict[str, Any], browser: Any) -> None:
         context.close()
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_damaged_run_exports_with_its_problems_and_a_warning(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     store = Store(root, create=True)

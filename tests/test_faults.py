@@ -232,6 +232,7 @@ def test_a_pack_whose_header_cannot_be_written_leaves_the_store_verifiable(tmp_p
         store.close()
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_an_io_error_while_creating_a_pack_is_raised_as_append_error(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -329,6 +330,7 @@ class _PartialWrite:
         self._patch.setattr(os, "ftruncate", self._ftruncate)
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_pack_record_that_could_not_be_rolled_back_does_not_corrupt_later_blobs(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,10 @@ QUIET = Redactor(env={})
 GOAL = "a goal worth keeping"
 
 
+# the blobs these tests damage and misplace are in packs
+pytestmark = pytest.mark.usefixtures("blobs_in_packs")
+
+
 def _settled(store: Store) -> None:
     """Make every run directory old, so that the index's rows for them are trusted (not re-read
     as "racy"), and index them."""

@@ -305,6 +305,7 @@ def _damage_a_response_blob(store: Store, run_id: str, data: st.DataObject) -> b
 
 @PROPERTIES
 @given(plans(), st.data())
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_tampered_response_blob_is_never_replayed_as_reproducible(
     plan: Plan, data: st.DataObject
 ) -> None:
@@ -326,6 +327,7 @@ def test_a_tampered_response_blob_is_never_replayed_as_reproducible(
     raise AssertionError(f"a damaged record was replayed: {report.replay_status}")
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_tampered_response_blob_is_refused_before_replay() -> None:
     plan = Plan(steps=((("add", {"a": 1, "b": 2}),),), answer="It is 3.", task="1 + 2?")
     with recorded(plan) as (store, run_id):

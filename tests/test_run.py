@@ -220,6 +220,7 @@ def test_effects_after_finish_are_refused(store: Store) -> None:
         run.effect("tool", {}, lambda: 1)
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_secrets_are_redacted_everywhere_before_anything_is_written(store: Store) -> None:
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
     filler = "the quick brown fox jumps over the lazy dog " * 40

@@ -41,6 +41,7 @@ def test_identical_payloads_across_runs_are_stored_once(store: Store) -> None:
     assert len(records) == 1
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_blobs_are_verified_on_read(store: Store) -> None:
     with record("b", store=store, redactor=Redactor(env={})) as run:
         run.effect("tool", {}, lambda: "y" * 4000)

@@ -110,6 +110,7 @@ def test_a_malformed_line_in_the_middle_is_reported_not_skipped(store: Store) ->
         store.events(run.id)
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_missing_blob_is_reported(store: Store) -> None:
     run = record_small_run(store, steps=2)
     big = "x" * 3000
@@ -157,6 +158,7 @@ def _record_offsets(store: Store, run_id: str) -> tuple[Path, list[int]]:
     return pack, [r.location.offset for r in store.reader.scan(pack.stem).records]
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_damaged_length_in_the_middle_of_a_pack_is_reported_and_the_pack_left_whole(
     store: Store,
 ) -> None:

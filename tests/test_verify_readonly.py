@@ -78,7 +78,10 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     root = tmp_path_factory.mktemp("pristine") / "runs"
     store = Store(root, create=True)
     try:
-        runs = {"small": _small(store), "big": _big(store), "interrupted": _interrupted(store)}
+        runs = {"small": _small(store), "interrupted": _interrupted(store)}
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("RAR_CARRY_LIMIT", "0")  # the pack damaged below holds every blob
+            runs["big"] = _big(store)
         science = ask_question("Why do alpine glaciers retreat?", store=store)
         runs["science"] = science.run_id
     finally:

@@ -9,17 +9,29 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from rar.store.blobs import HEADER_SIZE, PACK_MAGIC, BlobLocation, PackReader, PackRecord
+from rar.errors import CorruptionError, StoreError
+from rar.store._carried import is_log_pack
+from rar.store._carried import read as read_carried
+from rar.store.blobs import (
+    CODEC_CARRIED,
+    HEADER_SIZE,
+    PACK_MAGIC,
+    BlobLocation,
+    PackReader,
+    PackRecord,
+)
+from rar.store.remote import RemotePackReader, pack_size
 
 
 def location_of(row: tuple[Any, ...]) -> BlobLocation | None:
     """A blob location from an index row; None when the row is not one the index writes."""
     pack, offset, codec, raw_size, stored_size = row
+    carried = codec == CODEC_CARRIED and isinstance(pack, str) and is_log_pack(pack)
     if (
         isinstance(pack, str)
         and isinstance(offset, int)
-        and offset >= len(PACK_MAGIC)
-        and codec in (0, 1)
+        and offset >= (0 if carried else len(PACK_MAGIC))
+        and (codec in (0, 1) or carried)
         and isinstance(raw_size, int)
         and isinstance(stored_size, int)
         and raw_size >= 0
@@ -55,15 +67,31 @@ class HeaderCheck:
             try:
                 fd = os.open(self._reader.pack_path(location.pack), os.O_RDONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
-                fd = -1  # no such pack: the location is wrong
+                fd = -1  # no such pack here: the location is wrong, unless it is remote
             except OSError:
                 return None
             self._fds[location.pack] = fd
-        if fd < 0 or not digest.startswith("sha256:"):
+        # a pack with no local copy may be at the blob URL (blobs carried in logs never are)
+        remote = self._reader.remote if isinstance(self._reader, RemotePackReader) else None
+        missing = fd < 0 and (remote is None or location.codec == CODEC_CARRIED)
+        if missing or not digest.startswith("sha256:"):
             return False
+        if location.codec == CODEC_CARRIED:
+            try:
+                read_carried(fd, digest, location, self._reader.pack_path(location.pack))
+            except CorruptionError:
+                return False
+            except OSError:
+                return None
+            return True
         try:
-            head = os.pread(fd, HEADER_SIZE, location.offset)
-        except OSError:
+            if fd >= 0:
+                head = os.pread(fd, HEADER_SIZE, location.offset)
+            elif remote is not None:  # only at the blob URL: the object's (cached) header
+                head = remote.read_at(location.pack, location.offset, HEADER_SIZE)
+        except FileNotFoundError:
+            return False
+        except (OSError, StoreError):
             return None
         if len(head) != HEADER_SIZE:
             return False
@@ -96,7 +124,7 @@ class PackScanner:
         for name in self.reader.iter_pack_names():
             start = self._ends.get(name, 0)
             try:
-                if self.reader.pack_path(name).stat().st_size <= start:
+                if pack_size(self.reader, name) <= start:
                     continue
                 scan = self.reader.scan(name, start)
             except FileNotFoundError:

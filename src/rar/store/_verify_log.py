@@ -15,7 +15,7 @@ from rar.store._verify_blobs import CHAIN_BYTES, BlobChecker
 from rar.store._verify_report import Problem, VerifyReport
 from rar.store._verify_shape import fast_checks
 from rar.store.events import EVENT_ADAPTER, EVENT_TYPES, inline_payloads, payload_digests
-from rar.store.log import LOST_FOUND, continues_chain
+from rar.store.log import CARRY_KEY, LOST_FOUND, continues_chain
 from rar.store.manifest import Manifest
 from rar.store.snapshot import diff_trees
 
@@ -192,6 +192,9 @@ def walk_log(
         elif kind == "run.finished":
             walk.finished[expected_seq] = event
             _check_state_diff(run_id, expected_seq, event, snapshots, problems)
+        carried = event.pop(CARRY_KEY, None)  # not part of the event a reader gets
+        if carried is not None and events is not None:
+            blobs.store.remember_carried(carried)  # a replay then reads them without a look-up
         walk.last_type = kind
         walk.prev = digest
         digests.append(digest)

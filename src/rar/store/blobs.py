@@ -48,6 +48,7 @@ _HEADER = struct.Struct(">c32sBII")
 HEADER_SIZE: Final = _HEADER.size  # 42
 CODEC_RAW: Final = 0
 CODEC_ZSTD: Final = 1
+CODEC_CARRIED: Final = 2  # not in a pack: carried in a run's log line (see _carried.py)
 COMPRESS_MIN: Final = 1024  # smaller blobs are stored raw: zstd gains little and costs time
 _ZSTD_FAST_LEVEL: Final = 1  # small blobs: level 3 saves < 2 % more and costs 25 % more time
 _ZSTD_LEVEL: Final = 3
@@ -170,16 +171,28 @@ class PackWriter:
 class PackReader:
     """Random access to the records of pack files, with handle caching."""
 
-    def __init__(self, packs_dir: Path) -> None:
+    def __init__(self, packs_dir: Path, runs_root: Path | None = None) -> None:
         self.packs_dir = packs_dir
+        # the store's root: blobs carried in a run's log are read from <root>/<run>/events.jsonl
+        self.runs_root = runs_root if runs_root is not None else packs_dir.parent.parent
         self._files: dict[str, int] = {}
         self._decompressor = zstandard.ZstdDecompressor()
 
     def pack_path(self, name: str) -> Path:
+        from rar.store import _carried
+
+        if _carried.is_log_pack(name):
+            return _carried.log_path(self.runs_root, name)
         return self.packs_dir / f"{name}.pack"
 
     def read(self, digest: str, location: BlobLocation, *, verify: bool = True) -> bytes:
         fd = self._fd(location.pack)
+        if location.codec == CODEC_CARRIED:
+            from rar.store import _carried
+
+            return _carried.read(
+                fd, digest, location, self.pack_path(location.pack), verify=verify
+            )
         record = os.pread(fd, HEADER_SIZE + location.stored_size, location.offset)
         if len(record) != HEADER_SIZE + location.stored_size:
             raise CorruptionError(f"blob {digest} is cut short", path=self.pack_path(location.pack))
@@ -231,7 +244,7 @@ class PackReader:
     def _fd(self, name: str) -> int:
         fd = self._files.get(name)
         if fd is None:
-            fd = os.open(self.pack_path(name), os.O_RDONLY)
+            fd = os.open(self.pack_path(name), os.O_RDONLY | os.O_NOFOLLOW)
             self._files[name] = fd
         return fd
 
@@ -241,6 +254,10 @@ class PackReader:
         Stored bytes are skipped, not read, until something cannot be parsed; then the rest of
         the file is read to find the next intact record (see the module docstring).
         """
+        from rar.store import _carried
+
+        if _carried.is_log_pack(name):
+            return _carried.scan_log(name, self.pack_path(name), start)[0]
         with open(self.pack_path(name), "rb") as handle:
             fd = handle.fileno()
             size = os.fstat(fd).st_size
@@ -259,7 +276,11 @@ class PackReader:
         self, name: str, start: int = 0
     ) -> tuple[PackScan, list[tuple[PackRecord, str]]]:
         """Scan a pack from ``start`` and re-hash every record; return the scan and the failures."""
+        from rar.store import _carried
+
         path = self.pack_path(name)
+        if _carried.is_log_pack(name):
+            return _carried.scan_log(name, path, start, rehash=True)
         with open(path, "rb") as handle:
             handle.seek(start)
             data = handle.read()
@@ -376,11 +397,14 @@ class PackReader:
         return len(raw) == raw_size and bool(hashlib.sha256(raw).digest() == raw_digest)
 
     def iter_pack_names(self) -> Iterator[str]:
-        if not self.packs_dir.is_dir():
-            return
-        for entry in sorted(os.scandir(self.packs_dir), key=lambda e: e.name):
-            if entry.name.endswith(".pack") and entry.is_file(follow_symlinks=False):
-                yield entry.name[: -len(".pack")]
+        """Every pack, then every run's log (whose lines may carry small blobs)."""
+        from rar.store import _carried
+
+        if self.packs_dir.is_dir():
+            for entry in sorted(os.scandir(self.packs_dir), key=lambda e: e.name):
+                if entry.name.endswith(".pack") and entry.is_file(follow_symlinks=False):
+                    yield entry.name[: -len(".pack")]
+        yield from _carried.iter_log_packs(self.runs_root)
 
     def close(self) -> None:
         for fd in self._files.values():

@@ -26,6 +26,7 @@ import fcntl
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -153,23 +154,36 @@ def load_config(root: Path, environ: dict[str, str] | None = None) -> StoreConfi
 
 def ensure_store_id(root: Path) -> str:
     """The store's id, drawn and written into ``store.json`` (with the rest of its
-    configuration) on first use. Processes starting at once agree: the first to hold the lock
-    (an advisory ``flock`` on the store's directory) writes it, the others read it."""
+    configuration) on first use; processes starting at once agree on one."""
     config = load_config(root)
-    if config.store_id is not None:
-        return config.store_id
+    if config.store_id is None:
+
+        def with_id(current: StoreConfig) -> StoreConfig:
+            if current.store_id is not None:
+                return current
+            # nondeterminism-ok: a store's identity, not agent logic
+            return replace(current, store_id=secrets.token_hex(16))
+
+        config = update_config(root, with_id)
+    assert config.store_id is not None
+    return config.store_id
+
+
+def update_config(root: Path, change: Callable[[StoreConfig], StoreConfig]) -> StoreConfig:
+    """Read ``store.json`` (with the environment's settings), apply ``change`` and write the
+    result when it differs from the file, all under an advisory ``flock`` on the store's
+    directory, so that processes writing it at once never undo each other's settings (a store
+    id, a blob URL). Returns the configuration written (or found)."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        config = load_config(root)  # again, under the lock
-        if config.store_id is None:
-            # nondeterminism-ok: a store's identity, not agent logic
-            config = replace(config, store_id=secrets.token_hex(16))
-            save_config(root, config)
+        current = load_config(root)
+        updated = change(current)
+        if updated.as_json() != _read_file(root):
+            save_config(root, updated)
+        return updated
     finally:
         os.close(fd)  # releases the lock
-    assert config.store_id is not None
-    return config.store_id
 
 
 def save_config(root: Path, config: StoreConfig) -> None:

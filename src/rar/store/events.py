@@ -51,6 +51,11 @@ class EventBase(_Model):
     prev: str | None = Field(description="digest of the previous line's bytes; null for seq 1")
     span: str = Field(default="run", description="span path, e.g. run/planner/research#2")
     agent: str | None = None
+    carry: dict[str, str] | None = Field(
+        default=None,
+        description="small blobs first needed by this event, carried in its line: digest → the "
+        "blob's bytes (canonical JSON) as a string; readers take them out of the event",
+    )
 
 
 class RunStarted(EventBase):

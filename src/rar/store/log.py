@@ -37,6 +37,8 @@ from rar.hashing import canonical_record, digest_bytes, from_canonical
 from rar.store._fs import AppendOnlyFile, fsync_dir
 
 _TAIL_CHUNK = 1 << 16
+CARRY_KEY: Final = "carry"
+"""The key under which a line carries small blobs (see :mod:`rar.store._carried`)."""
 LOST_FOUND: Final = "lost+found"
 """The directory of a run where a writer puts the bytes it cuts from the run's log."""
 
@@ -151,6 +153,7 @@ class EventLog:
             raise AppendError(path, exc.strerror or str(exc)) from exc
         self.seq = tail.seq
         self.head = tail.digest
+        self.last_line = b""  # the bytes of the line appended last (without its newline)
 
     @property
     def size(self) -> int:
@@ -164,6 +167,7 @@ class EventLog:
         self._file.write(line + b"\n", sync=sync)
         self.seq += 1
         self.head = digest_bytes(line)
+        self.last_line = line
         return self.seq, self.head
 
     def sync(self) -> None:
@@ -244,8 +248,14 @@ def lines_of(data: bytes) -> Iterator[RawLine]:
         yield RawLine(number + 1, rest, terminated=False)
 
 
-def read_events(path: Path, run_id: str | None = None) -> list[dict[str, Any]]:
-    """Parse every complete line; a malformed line raises :class:`CorruptionError`."""
+def read_events(
+    path: Path, run_id: str | None = None, carried: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Parse every complete line; a malformed line raises :class:`CorruptionError`.
+
+    The blobs a line carries (``"carry"``, see :mod:`rar.store._carried`) are not part of the
+    event returned; with ``carried`` they are added to it (digest → the blob as a string, not
+    yet checked against its digest)."""
     events: list[dict[str, Any]] = []
     for raw in iter_lines(path):
         try:
@@ -264,5 +274,8 @@ def read_events(path: Path, run_id: str | None = None) -> list[dict[str, Any]]:
                 run_id=run_id,
                 line=raw.number,
             )
+        carry = event.pop(CARRY_KEY, None)
+        if carry is not None and carried is not None and type(carry) is dict:
+            carried.update(carry)
         events.append(event)
     return events

@@ -39,15 +39,18 @@ from rar.errors import (
     CorruptionError,
     ManifestMissingError,
     RunNotFoundError,
+    StoreError,
     StoreNotWritableError,
 )
 from rar.hashing import from_canonical
 from rar.store._fs import make_dirs, not_regular, read_problem, read_regular
-from rar.store.blobs import BlobLocation, PackReader, PackRecord
-from rar.store.index import Index, PackScanner, RunRow, log, warn
-from rar.store.layout import EVENTS_NAME, INDEX_NAME, LOCK_NAME, MANIFEST_NAME
+from rar.store.blobs import BlobLocation, PackReader, PackRecord, digest_of
+from rar.store.index import PackScanner, RunRow, log, warn
+from rar.store.index_backend import IndexBackend
+from rar.store.layout import EVENTS_NAME, LOCK_NAME, MANIFEST_NAME
 from rar.store.lock import is_locked
 from rar.store.log import read_events, read_tail
+from rar.store.remote import RemoteBlobs, RemotePackReader, open_reader
 
 if TYPE_CHECKING:
     from rar.store.manifest import Manifest
@@ -65,6 +68,7 @@ _QUICK_MANIFEST = 1 << 20  # a manifest longer than this is read the careful way
 _ID_TIME = re.compile(r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})-")
 _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 DEFAULT_DIR = "runs"
+_CARRIED_KEEP = 64 << 20  # characters of carried blobs remembered from the logs read
 
 
 def default_store_path() -> Path:
@@ -97,12 +101,16 @@ class Store:
         self.root = Path(root) if root is not None else default_store_path()
         self.packs_dir = self.root / "blobs" / "packs"
         self.read_only = read_only
-        self._index: Index | None = None
-        self._reader = PackReader(self.packs_dir)
+        self._index: IndexBackend | None = None
+        self._reader = open_reader(self.root, self.packs_dir)  # remote-aware (store.json)
         self._scanner: PackScanner | None = None
         self._local_blobs: dict[str, BlobLocation] = {}
         # blobs a writer of this process collected and has not written yet (see RunWriter)
         self.pending_blobs: dict[str, bytes] = {}
+        # blobs carried in the log lines read by events(), so reading a run's payloads needs no
+        # look-up (digest -> the blob as a string, checked against its digest when used)
+        self._carried_text: dict[str, str] = {}
+        self._carried_size = 0
         if create:
             self.ensure_writable()
 
@@ -140,6 +148,60 @@ class Store:
         if self._index is not None and self._index.location != "store":
             self._index.close()  # a stand-in from before the store existed: use the real one
             self._index = None
+        from rar.store.index_pg import index_url
+
+        index_url(self.root)  # a bad index setting stops a run here, before anything is recorded
+        if self.remote is not None:
+            self._ensure_remote(self.remote)
+
+    def _ensure_remote(self, remote: RemoteBlobs) -> None:
+        """Before anything is recorded: the blob URL can be written, and ``store.json`` names
+        it, so that every process opening the store finds the blobs (see rar.store.remote)."""
+        from rar.store.config import CONFIG_NAME, load_config, save_config
+
+        remote.check_writable()
+        config = load_config(self.root)
+        try:
+            stored = orjson.loads((self.root / CONFIG_NAME).read_bytes()).get("blobs")
+        except (OSError, ValueError, AttributeError):
+            stored = None
+        if stored is None:
+            save_config(self.root, config)
+
+    @property
+    def remote(self) -> RemoteBlobs | None:
+        """Where the store's blobs are uploaded when not only in ``blobs/packs``."""
+        return self._reader.remote if isinstance(self._reader, RemotePackReader) else None
+
+    def pack_taken(self, name: str) -> bool:
+        """Whether a pack of that name exists, here or at the blob URL (a writer's new pack
+        must never reuse the name of one whose local copy was removed)."""
+        if (self.packs_dir / f"{name}.pack").exists():
+            return True
+        return self.remote is not None and self.remote.size(name, fresh=True) is not None
+
+    def seal_packs(self, run_id: str) -> None:
+        """Upload the closed packs of ``run_id`` (and of runs nobody is writing) to the blob
+        URL. Never raises: the blobs are durable in the local packs already, and a pack left
+        there is uploaded by the next writer or ``rar store push``."""
+        remote = self.remote
+        if remote is None:
+            return
+        from rar.store.remote import push
+
+        try:
+            report = push(self.root, self.packs_dir, remote, owner=run_id)
+            problems = report.failed
+        except StoreError as exc:
+            problems = [("", exc.message)]
+        for pack, why in problems[:1]:
+            warn(
+                str(self.root),
+                f"push:{pack}",
+                f"warning: {why}. The blobs are safe in {self.packs_dir}; `rar store push` "
+                "uploads them",
+                once=False,
+            )
 
     def _read_only_reason(self, why: str) -> str:
         return (
@@ -155,12 +217,15 @@ class Store:
     # --- index -------------------------------------------------------------------------------
 
     @property
-    def index(self) -> Index:
-        """The derived index: the store's own, or a private stand-in when the store cannot be
-        written (or does not exist yet: reading never creates it)."""
+    def index(self) -> IndexBackend:
+        """The derived index: the store's own (``index.sqlite``, or on the PostgreSQL server
+        its configuration names), or a private stand-in when the store cannot be written (or
+        does not exist yet: reading never creates it)."""
         if self._index is None:
+            from rar.store.index_pg import open_index
+
             in_store = not self.read_only and self.root.is_dir() and self.writable
-            self._index = Index(self.root / INDEX_NAME, reader=self._reader, writable=in_store)
+            self._index = open_index(self.root, reader=self._reader, writable=in_store)
         return self._index
 
     @property
@@ -214,6 +279,11 @@ class Store:
         pending = self.pending_blobs.get(digest)
         if pending is not None:
             return pending
+        text = self._carried_text.get(digest)
+        if text is not None:  # carried in a log line this store object read: checked here
+            raw = text.encode("utf-8")
+            if digest_of(raw) == digest:
+                return raw
         location = self.locate_blob(digest)
         if location is None:
             raise BlobMissingError(digest, self.root)
@@ -322,7 +392,24 @@ class Store:
             raise CorruptionError(f"the log of run {run_id} {problem}", path=path, run_id=run_id)
         if not path.exists():
             return []
-        return read_events(path, run_id)
+        carried: dict[str, Any] = {}
+        events = read_events(path, run_id, carried)
+        self.remember_carried(carried)
+        return events
+
+    def remember_carried(self, carried: Any) -> None:
+        """Blobs a log line carries (digest → string), read by someone reading the log: kept so
+        that reading the run's payloads needs no look-up (each is checked when used). At most
+        ``_CARRIED_KEEP`` bytes are kept; beyond, the oldest are forgotten (read again from the
+        log through their locations)."""
+        if type(carried) is not dict or not carried:
+            return
+        size = sum(len(text) for text in carried.values() if type(text) is str)
+        if self._carried_size + size > _CARRIED_KEEP:
+            self._carried_text.clear()
+            self._carried_size = 0
+        self._carried_text.update(carried)
+        self._carried_size += size
 
     def is_writing(self, run_id: str) -> bool:
         return is_locked(self.run_dir(run_id))

@@ -16,19 +16,21 @@ cut (readers and ``rar verify`` pass over it).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 from pathlib import Path
 from typing import Any, Final
 
-from rar.errors import RunExistsError, StoreNotWritableError
+from rar.errors import ConfigError, RunExistsError, StoreNotWritableError
 from rar.hashing import Canonical
 from rar.redaction import Redactor
+from rar.store._carried import CARRY_LIMIT, LINE_CARRY_LIMIT, carried_literal, log_pack
 from rar.store._fs import fsync_dir
-from rar.store.blobs import PackRecord, PackWriter
+from rar.store.blobs import CODEC_CARRIED, BlobLocation, PackRecord, PackWriter
 from rar.store.layout import EVENTS_NAME
 from rar.store.lock import RunLock
-from rar.store.log import EventLog
+from rar.store.log import CARRY_KEY, EventLog
 from rar.store.manifest import Manifest, write_manifest
 from rar.store.payloads import Linker, resolve
 from rar.store.store import Store, utc_now_iso
@@ -36,6 +38,22 @@ from rar.store.store import Store, utc_now_iso
 # Payloads up to this many canonical bytes are kept in the event. Larger ones are blobs, so a
 # model reply that a later request carries again as a message is stored once, not twice.
 INLINE_LIMIT: Final = 256
+ENV_CARRY_LIMIT: Final = "RAR_CARRY_LIMIT"
+
+
+def carry_limit() -> int:
+    """The largest blob a line carries: ``CARRY_LIMIT``, or ``$RAR_CARRY_LIMIT`` (bytes, at most
+    ``CARRY_LIMIT``; 0 keeps every blob in packs, the layout of stores before carried blobs)."""
+    value = os.environ.get(ENV_CARRY_LIMIT)
+    if value is None or not value.strip():
+        return CARRY_LIMIT
+    try:
+        return max(0, min(int(value), CARRY_LIMIT))
+    except ValueError:
+        raise ConfigError(
+            f"{ENV_CARRY_LIMIT} is {value!r}: give a number of bytes (0 keeps every blob in "
+            "packs), or unset it"
+        ) from None
 
 
 class RunWriter:
@@ -70,9 +88,13 @@ class RunWriter:
         self._pack: PackWriter | None = None
         self._written: set[str] = set()
         self._pending: dict[str, bytes] = {}
+        self._carry: dict[str, bytes] = {}  # pending JSON blobs the next event may carry
         self._new: list[PackRecord] = []
+        self._carried: list[PackRecord] = []  # blobs carried in this session's durable lines
+        self._unshared: list[PackRecord] = []  # carried in lines not known to be durable yet
         self._mutex = threading.RLock()
-        self.linker = Linker(self.put_blob, redactor)
+        self.linker = Linker(self.put_json, redactor)
+        self._carry_limit = carry_limit()
         self.redactor = redactor
         self.closed = False
         if self.log.repair is not None:
@@ -92,7 +114,7 @@ class RunWriter:
     def _pack_writer(self) -> PackWriter:
         if self._pack is None:
             session = 1
-            while (self.store.packs_dir / f"{self.run_id}.{session}.pack").exists():
+            while self.store.pack_taken(f"{self.run_id}.{session}"):  # here or uploaded
                 session += 1
             self._pack = PackWriter(self.store.packs_dir / f"{self.run_id}.{session}.pack")
         return self._pack
@@ -110,21 +132,80 @@ class RunWriter:
             self._pending[digest] = raw
             self.store.pending_blobs[digest] = raw
 
+    def put_json(self, digest: str, raw: bytes) -> None:
+        """Like :meth:`put_blob`, for canonical JSON (a message, a chain node, a payload): when
+        small, the next event carries it in its own line (see :mod:`rar.store._carried`)."""
+        with self._mutex:
+            if digest in self._written:
+                return
+            self.put_blob(digest, raw)
+            if len(raw) <= self._carry_limit:
+                self._carry[digest] = raw
+
+    def _take_carry(self, known: set[str]) -> dict[str, tuple[str, bytes]]:
+        """The new pending JSON blobs the next line carries; the rest stay pending, for the pack
+        (blobs the store holds already are not written again)."""
+        taken: dict[str, tuple[str, bytes]] = {}
+        total = 0
+        for digest, raw in self._carry.items():
+            if digest in known or total + len(raw) > LINE_CARRY_LIMIT:
+                continue
+            try:
+                taken[digest] = (raw.decode("utf-8"), raw)
+            except UnicodeDecodeError:  # not JSON after all: the pack takes it
+                continue
+            total += len(raw)
+        self._carry.clear()
+        for digest in taken:
+            del self._pending[digest]
+        return taken
+
+    def _give_back(self, carry: dict[str, tuple[str, bytes]]) -> None:
+        """A line that was to carry these blobs was not written: they are pending again."""
+        for digest, (_, raw) in carry.items():
+            self._pending[digest] = raw
+            self._carry[digest] = raw
+            self.store.pending_blobs[digest] = raw
+
+    def _located(self, carry: dict[str, tuple[str, bytes]], start: int) -> None:
+        """Where the line just written (at ``start``) holds each blob it carries."""
+        line = self.log.last_line
+        name = log_pack(self.run_id)
+        for digest, (text, raw) in carry.items():
+            found = carried_literal(line, digest, text)
+            if found is None:  # cannot happen (the line holds the string); keep the blob safe
+                self._pending[digest] = raw
+                continue
+            pos, literal_size = found
+            location = BlobLocation(name, start + pos, CODEC_CARRIED, len(raw), literal_size)
+            self._unshared.append(PackRecord(digest, location))
+
+    def _share_carried(self) -> None:
+        """Blobs carried in lines that are durable now: other writers of this process may rely
+        on them from here on (before, only this run's later lines, in the same file, could)."""
+        for record in self._unshared:
+            self.store.remember_blob(record.digest, record.location)
+            self.store.pending_blobs.pop(record.digest, None)
+        self._carried.extend(self._unshared)
+        self._unshared.clear()
+
     def flush_blobs(self) -> None:
         """Write pending blobs the store does not hold yet: one index query, one write."""
         with self._mutex:
-            if not self._pending:
-                return
-            known = self.store.known_blobs(list(self._pending))
-            fresh = [(d, raw) for d, raw in self._pending.items() if d not in known]
-            if fresh:
-                locations = self._pack_writer().append_many(fresh)
-                for (digest, _), location in zip(fresh, locations, strict=True):
-                    self.store.remember_blob(digest, location)
-                    self._new.append(PackRecord(digest, location))
-            for digest in self._pending:
-                self.store.pending_blobs.pop(digest, None)
-            self._pending.clear()
+            if self._pending:
+                self._write_pack(self.store.known_blobs(list(self._pending)))
+
+    def _write_pack(self, known: set[str]) -> None:
+        fresh = [(d, raw) for d, raw in self._pending.items() if d not in known]
+        if fresh:
+            locations = self._pack_writer().append_many(fresh)
+            for (digest, _), location in zip(fresh, locations, strict=True):
+                self.store.remember_blob(digest, location)
+                self._new.append(PackRecord(digest, location))
+        for digest in self._pending:
+            self.store.pending_blobs.pop(digest, None)
+        self._pending.clear()
+        self._carry.clear()
 
     def payload(self, value: Any, *, redacted: bool = False) -> dict[str, Any]:
         """Redact and link ``value``; return its reference (inline when small)."""
@@ -156,19 +237,43 @@ class RunWriter:
         if len(linked.data) <= INLINE_LIMIT:
             ref["value"] = linked
         else:
-            self.put_blob(linked.digest, linked.data)
+            self.put_json(linked.digest, linked.data)
         return ref
 
     # --- events ------------------------------------------------------------------------------
 
     def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
         with self._mutex:
-            self.flush_blobs()
-            if self._pack is not None and self._pack.dirty and self.durable:
-                self._pack.sync()  # blobs before the event that names them
-            event.setdefault("span", "run")
-            event["ts"] = utc_now_iso()
-            return self.log.append(event, sync=sync and self.durable)
+            carry = None
+            try:
+                if self._pending:
+                    known = self.store.known_blobs(list(self._pending))
+                    if self._carry:
+                        carry = self._take_carry(known)
+                    self._write_pack(known)
+                if self._pack is not None and self._pack.dirty and self.durable:
+                    self._pack.sync()  # blobs before the event that names them
+                event.setdefault("span", "run")
+                event["ts"] = utc_now_iso()
+                if not carry:
+                    written = self.log.append(event, sync=sync and self.durable)
+                    if self._unshared and sync and self.durable:
+                        self._share_carried()
+                    return written
+                start = self.log.size
+                event[CARRY_KEY] = {digest: text for digest, (text, _) in carry.items()}
+                try:
+                    written = self.log.append(event, sync=sync and self.durable)
+                finally:
+                    del event[CARRY_KEY]  # the caller's event stays as it gave it
+            except BaseException:
+                if carry:
+                    self._give_back(carry)
+                raise
+            self._located(carry, start)
+            if sync and self.durable:
+                self._share_carried()
+            return written
 
     def write_manifest(self, manifest: Manifest) -> None:
         with self._mutex:
@@ -180,7 +285,7 @@ class RunWriter:
                 return
             self.closed = True
             failures: list[Exception] = []
-            for step in (self.flush_blobs, self._close_pack, self.log.close):
+            for step in (self.flush_blobs, self._close_pack, self.log.close, self._index_carried):
                 try:
                     step()
                 except Exception as exc:  # every step runs; the first failure is raised
@@ -193,6 +298,13 @@ class RunWriter:
         if self._pack is not None:
             self._pack.close()
             self.store.index_blobs(self._pack.name, self._new, self._pack.size)
+        self.store.seal_packs(self.run_id)  # uploaded when blobs live at a URL
+
+    def _index_carried(self) -> None:
+        """Index the blobs carried in this session's lines (the log is closed: durable)."""
+        self._share_carried()
+        if self._carried:
+            self.store.index_blobs(log_pack(self.run_id), self._carried, self.log.size)
 
     def abandon(self) -> None:
         """Give up a run that failed to start: close, and remove it if nothing was recorded."""

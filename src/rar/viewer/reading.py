@@ -16,7 +16,7 @@ from rar.errors import CorruptionError, RarError
 from rar.hashing import from_canonical
 from rar.store._fs import not_regular, read_regular
 from rar.store.layout import EVENTS_NAME, MANIFEST_NAME
-from rar.store.log import iter_lines, read_tail
+from rar.store.log import CARRY_KEY, iter_lines, read_tail
 from rar.store.store import Store
 
 T = TypeVar("T")
@@ -51,6 +51,7 @@ def read_log(path: Path) -> LogRead:
             return LogRead(events, [_line_problem(raw.number, f"not valid JSON ({exc})")])
         if not isinstance(event, dict) or "type" not in event or "seq" not in event:
             return LogRead(events, [_line_problem(raw.number, "not an event")])
+        event.pop(CARRY_KEY, None)  # carried blobs are read through the store
         events.append(event)
     try:
         torn = read_tail(path).torn_bytes

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from helpers import record_small_run
 
-from rar.llm import Message
+from rar.llm import Message, ScriptedModel
 from rar.llm.client import Client
 from rar.llm.profiles import Profiles
 from rar.redaction import Redactor
@@ -341,6 +341,7 @@ def test_an_index_url_with_a_password_is_refused_clearly(tmp_path: Path, url: st
         assert "password" in done.stderr and "PGPASSWORD" in done.stderr
         assert "hunter2-in-url" not in done.stderr + done.stdout
     assert not (store / CONFIG_NAME).exists()  # nothing written with the password
+    assert not [p for p in store.glob("*") if p.name != "blobs"]  # and no run was started
 
 
 def test_a_dropped_connection_is_opened_again_without_a_warning(
@@ -377,35 +378,20 @@ def test_tables_of_another_schema_version_are_left_alone(pg_url: str, tmp_path: 
 # --- the model response cache through the server ------------------------------------------------
 
 
-class _Counting:
-    name = "scripted"
-    base_url = None
-
-    def __init__(self) -> None:
-        from rar.llm import ScriptedModel
-
-        self.model = "counting"
-        self.calls = 0
-        self._inner = ScriptedModel(lambda request: "from the model", model=self.model)
-
-    def complete(self, request: Any) -> Any:
-        self.calls += 1
-        return self._inner.complete(request)
-
-
 def test_a_second_identical_call_is_served_from_the_cache_on_the_server(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAR_INDEX_URL", pg_url)
     store = Store(tmp_path / "runs", create=True)
-    provider = _Counting()
+    calls: list[str] = []
+    provider = ScriptedModel(lambda request: calls.append("") or "from the model", model="counting")
     try:
         for _ in range(2):
             with record("cache", store=store, redactor=Redactor(env={})) as run:
                 client = Client(provider, run=run, profiles=Profiles())
                 answer = client.complete(messages=[Message.user("same question")])
                 assert answer.content == "from the model"
-        assert provider.calls == 1 and client.stats.cached_calls == 1
+        assert len(calls) == 1 and client.stats.cached_calls == 1
         assert isinstance(store.index, PgIndex)
         rows = _sql(pg_url, "SELECT model, run_id FROM rar_llm_cache")
         assert rows == [("counting", store.list_runs()[-1].run_id)]

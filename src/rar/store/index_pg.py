@@ -133,22 +133,26 @@ def open_index(root: Path, *, reader: PackReader | None, writable: bool) -> Inde
     """The index ``root``'s configuration names: ``index.sqlite`` in the store, or a
     :class:`PgIndex` when the index URL is a PostgreSQL one. A ConfigError for a URL that
     cannot be used (a password in it, another scheme)."""
-    url = load_config(root).index if root.is_dir() else None
+    url = index_url(root) if root.is_dir() else None
     if url is None:
         return Index(root / INDEX_NAME, reader=reader, writable=writable)
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(
-            f"the index URL {url!r} is not a PostgreSQL one: write postgresql://[user@]host"
-            "[:port]/database, or leave RAR_INDEX_URL unset to keep the index in the store"
-        )
     store_id = ensure_store_id(root) if writable else load_config(root).store_id
     if store_id is None:  # never indexed there, and this process may not write the store
         return Index(root / INDEX_NAME, reader=reader, writable=False)
     return PgIndex(url, store_id, root=root, reader=reader, writable=writable)
 
 
-class _Retry(Exception):
-    """Try the operation again (on a new connection, or once the tables exist again)."""
+def index_url(root: Path) -> str | None:
+    """The PostgreSQL URL of the store's index, None for ``index.sqlite``; a ConfigError for a
+    setting that cannot be used (a password in the URL, another scheme). Checked before a run
+    is started, so that a bad setting stops it before anything is recorded."""
+    url = load_config(root).index
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"the index URL {url!r} is not a PostgreSQL one: write postgresql://[user@]host"
+            "[:port]/database, or leave RAR_INDEX_URL unset to keep the index in the store"
+        )
+    return url
 
 
 class PgIndex:

@@ -157,16 +157,10 @@ class Store:
     def _ensure_remote(self, remote: RemoteBlobs) -> None:
         """Before anything is recorded: the blob URL can be written, and ``store.json`` names
         it, so that every process opening the store finds the blobs (see rar.store.remote)."""
-        from rar.store.config import CONFIG_NAME, load_config, save_config
+        from rar.store.config import update_config
 
         remote.check_writable()
-        config = load_config(self.root)
-        try:
-            stored = orjson.loads((self.root / CONFIG_NAME).read_bytes()).get("blobs")
-        except (OSError, ValueError, AttributeError):
-            stored = None
-        if stored is None:
-            save_config(self.root, config)
+        update_config(self.root, lambda current: current)  # writes what the environment adds
 
     @property
     def remote(self) -> RemoteBlobs | None:

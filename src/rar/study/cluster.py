@@ -85,7 +85,7 @@ class Dispatcher:
             n_workers=self.workers or default_workers(),
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port (None still takes 8787, warning when busy)
             silence_logs=logging.ERROR,
         )
         return Client(self._cluster)  # type: ignore[no-untyped-call]

@@ -143,3 +143,24 @@ def test_the_export_commands_run(tmp_path: Path) -> None:
     assert (tmp_path / "crate" / "ro-crate-metadata.json").is_file()
     assert '"resourceSpans"' in (tmp_path / "trace.json").read_text()
     assert '"prefix"' in (tmp_path / "run.prov.json").read_text()
+
+
+@pytest.mark.slow
+def test_the_study_and_query_commands_run(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    block = next(b for b in blocks("bash") if "rar study" in b)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    for line in block.strip().splitlines():
+        command = shlex.split(line.split("#")[0])
+        result = subprocess.run(
+            [sys.executable, "-m", "rar", *command[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+        if command[1] == "study" and command[2].endswith(".yaml"):
+            assert "30" in result.stdout, result.stdout
+        if command[1] == "search":
+            assert "activation energy" in result.stdout.lower(), result.stdout

@@ -33,6 +33,17 @@ class BlobChecker:
         self._unmapped: set[str] = set()
         self._mapped_bytes = 0
         self._decompress = zstandard.ZstdDecompressor().decompress
+        self._carried: dict[str, str] = {}  # digest → text, carried by the lines walked
+        self._carried_seen: set[str] = set()
+        self.carried_count = 0  # distinct blobs carried by the lines walked
+
+    def carried(self, blobs: dict[str, str]) -> None:
+        """Blobs a line of the log being walked carries: checked from these bytes, not looked
+        up (a later line can only name them after this one)."""
+        fresh = blobs.keys() - self._carried_seen
+        self._carried_seen |= fresh
+        self.carried_count += len(fresh)
+        self._carried.update(blobs)
 
     def begin_run(self) -> None:
         """The run's log was just read: blobs it names that are not known yet are looked for."""
@@ -51,6 +62,16 @@ class BlobChecker:
         if digest in self.seen:
             return None
         self.seen.add(digest)
+        text = self._carried.pop(digest, None)
+        if text is not None:
+            carried = text.encode("utf-8")
+            if hashlib.sha256(carried).hexdigest() == digest[7:]:
+                return carried
+            self.report.problems.append(
+                Problem(run_id, "blob-corrupt", f"{kind} {digest} carried in the log does not "
+                        "match its digest", seq=seq)
+            )  # fmt: skip
+            return None
         location = self.catalog.locations.get(digest) or self.catalog.locate(digest)
         if location is None:
             damaged = self.catalog.damaged.get(digest)

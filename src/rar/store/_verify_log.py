@@ -113,6 +113,24 @@ def walk_log(
             walk.last_type = None
             expected_seq += 1
             continue
+        carried = event.pop(CARRY_KEY, None)  # not part of the event a reader gets
+        if carried is not None:
+            if type(carried) is dict and all(type(t) is str for t in carried.values()):
+                blobs.carried(carried)  # checked from memory when the line's refs are
+                if events is not None:
+                    blobs.store.remember_carried(carried)  # a replay reads them without look-up
+            else:
+                problems.append(
+                    Problem(
+                        run_id,
+                        "event-shape",
+                        f"line {number} (offset {line_at}): its carried blobs are not an object "
+                        "of strings",
+                        seq=expected_seq,
+                        path=str(log_path),
+                        offset=line_at,
+                    )
+                )
         if events is not None:
             if wide and _SIXTEEN_DIGITS in line.translate(_AS_DIGIT_RUNS):
                 event = _restore_floats(event)
@@ -192,9 +210,6 @@ def walk_log(
         elif kind == "run.finished":
             walk.finished[expected_seq] = event
             _check_state_diff(run_id, expected_seq, event, snapshots, problems)
-        carried = event.pop(CARRY_KEY, None)  # not part of the event a reader gets
-        if carried is not None and events is not None:
-            blobs.store.remember_carried(carried)  # a replay then reads them without a look-up
         walk.last_type = kind
         walk.prev = digest
         digests.append(digest)

@@ -396,15 +396,16 @@ class PackReader:
             return False
         return len(raw) == raw_size and bool(hashlib.sha256(raw).digest() == raw_digest)
 
-    def iter_pack_names(self) -> Iterator[str]:
-        """Every pack, then every run's log (whose lines may carry small blobs)."""
+    def iter_pack_names(self, *, logs: bool = True) -> Iterator[str]:
+        """Every pack, then (with ``logs``) every run's log, whose lines may carry small blobs."""
         from rar.store import _carried
 
         if self.packs_dir.is_dir():
             for entry in sorted(os.scandir(self.packs_dir), key=lambda e: e.name):
                 if entry.name.endswith(".pack") and entry.is_file(follow_symlinks=False):
                     yield entry.name[: -len(".pack")]
-        yield from _carried.iter_log_packs(self.runs_root)
+        if logs:
+            yield from _carried.iter_log_packs(self.runs_root)
 
     def close(self) -> None:
         for fd in self._files.values():

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rar.errors import StoreError
+from rar.store._carried import is_log_pack
 from rar.store.blobs import BlobLocation, PackDamage, PackReader, PackRecord, PackScan
 from rar.store.index import Index
 from rar.store.remote import pack_size, pack_where
@@ -55,19 +56,25 @@ class PackCatalog:
 
     @property
     def packs(self) -> int:
-        return len(self._read)
+        return sum(1 for name in self._read if not is_log_pack(name))
 
     def locate(self, digest: str) -> BlobLocation | None:
         location = self.locations.get(digest)
         if location is None and self.stale:
-            self.refresh()
+            # the packs first: the logs (whose lines carry small blobs) only when they lack it
+            self.refresh(logs=False)
             location = self.locations.get(digest)
+            if location is None:
+                self.refresh()
+                location = self.locations.get(digest)
         return location
 
-    def refresh(self) -> None:
-        """Read what was appended to the packs since they were last read (new packs too)."""
-        self.stale = False
-        for name in self.reader.iter_pack_names():
+    def refresh(self, *, logs: bool = True) -> None:
+        """Read what was appended to the packs since they were last read (new packs too), and
+        to the runs' logs unless ``logs`` is false."""
+        if logs:
+            self.stale = False
+        for name in self.reader.iter_pack_names(logs=logs):
             start, seen = self._read.get(name, (0, -1))
             try:
                 size = pack_size(self.reader, name)  # the local copy's, or the object's

@@ -436,11 +436,15 @@ class RemotePackReader(PackReader):
             return super().verify_pack(name, start)
         return verify_object(self.remote, name, start)
 
-    def iter_pack_names(self) -> Iterator[str]:
-        local = list(super().iter_pack_names())
+    def iter_pack_names(self, *, logs: bool = True) -> Iterator[str]:
+        local = list(super().iter_pack_names(logs=False))
         yield from local
         known = set(local)
         yield from sorted(name for name in self.remote.list_packs() if name not in known)
+        if logs:
+            from rar.store import _carried
+
+            yield from _carried.iter_log_packs(self.runs_root)
 
 
 def verify_object(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -44,6 +45,26 @@ _NOT_UNITS = frozenset(
 _SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹·", "-0123456789*")
 
 
+def _import_pint() -> Any:
+    """pint, imported without its optional dask support when dask is not imported yet.
+
+    ``pint.compat`` imports dask whenever it is installed (the ``study`` extra brings it), and
+    dask its own dependencies: ~0.15 s on every science run and replay, for dask arrays of
+    quantities, which RAR never makes. A process that has imported dask already (a study's
+    workers) keeps pint's support for it."""
+    if "pint" in sys.modules or "dask" in sys.modules:
+        import pint
+
+        return pint
+    sys.modules["dask"] = None  # type: ignore[assignment]  # pint's `import dask` fails
+    try:
+        import pint
+    finally:
+        if "dask" in sys.modules and sys.modules["dask"] is None:
+            del sys.modules["dask"]
+    return pint
+
+
 @functools.cache
 def registry() -> Any:
     """The one pint registry, made on first use.
@@ -55,7 +76,7 @@ def registry() -> Any:
     the user, never another user's); without one, or when the cache cannot be read, the
     definitions are parsed as usual. Either way the registry holds the same definitions.
     """
-    import pint
+    pint = _import_pint()
 
     from rar.runtime.fingerprint import cache_dir
 

@@ -18,14 +18,23 @@ How the store is filled (``--fill``):
 alternating, ``Message`` objects) that extends the previously keyed request by two messages,
 vs the same 400 messages keyed cold (fresh ``Message`` objects, fresh ``ResponseCache``).
 
+(c) Bytes of the store after a 200-step conversation (``--steps``; ~200 B user / ~1 KB reply,
+durable runs) recorded through ``rar.llm.client.Client`` (a scripted model, the cache on: one
+cache row per call) and the same conversation through ``run.effect`` (the payload the client
+records, no cache row): after the run finished (store still open) and after ``Store.close``,
+with the index's WAL apart, and the µs per step. ``--only conversation`` runs (c) alone.
+
     python bench/client_cache.py [--quick] [--fill replicate|real] [--profile]
+                                 [--only conversation] [--steps N]
 
 Goals: <= 100 µs per cache hit (peer: Inspect AI 589 µs p50 per hit, measured here);
-<= 1 ms to key the 400-message extension (peer: Inspect AI 2.45 ms per 400-message key).
+<= 1 ms to key the 400-message extension (peer: Inspect AI 2.45 ms per 400-message key);
+the client path's store within 2x of the plain path's after 200 steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import hashlib
 import io
@@ -103,6 +112,9 @@ def fill(store_dir, real: int, total: int, prompts: list[str], answers: list[str
             client.complete(messages=[system, Message.user(prompt(i, prompts))])
         run.finish()
     t1 = time.perf_counter()
+    flush = getattr(store.index, "cache_flush", None)
+    if flush is not None:  # rows are queued and written in batches (and when a run finishes)
+        flush()
     # exactly the columns cache_put takes (it adds the row's crc itself): a SELECT * also
     # returned the stored crc, so every replica had one value too many
     columns = ", ".join(CACHE_COLUMNS)
@@ -302,6 +314,77 @@ def profile_keying(store: Store, length: int, users, replies) -> str:
     return _stats(prof, f"200 extensions of a {length}-message conversation (extend+payload+key)")
 
 
+# --- (c) the client path's store vs the plain path's ------------------------------------------
+
+
+def conversation_bytes(root, steps: int, users: list[str], replies: list[str]) -> dict:
+    """Record one ``steps``-step conversation through ``Client`` (cache on) and the same one
+    through ``run.effect``; bytes on disk (index WAL apart) after finishing and after closing."""
+    from rar.llm import ScriptedModel
+
+    out: dict[str, dict[str, float]] = {}
+    for path in ("client", "plain"):
+        store_dir = root / path
+        store = Store(store_dir, create=True)
+        model = ScriptedModel(lambda request: replies[len(request.messages) % POOL], model=MODEL)
+        messages = [Message.system(SYSTEM)]
+        t0 = time.perf_counter()
+        with record("conversation", store=store, redactor=Redactor(env={})) as run:
+            client = Client(model, run=run, profiles=Profiles())
+            target = client.targets[0]
+            for step in range(steps):
+                messages.append(Message.user(f"{step} {users[step % POOL]}"))
+                request = client.request(messages=messages)
+                if path == "client":
+                    reply = client.complete(request).message
+                else:
+                    answer = model.complete(request)
+                    run.effect(
+                        "llm",
+                        target.payload(request),
+                        lambda answer=answer: {"response": answer.plain(), "cached": False},
+                    )
+                    reply = answer.message
+                messages.append(reply)
+        per_step = (time.perf_counter() - t0) / steps * 1e6
+        wal = store_dir / "index.sqlite-wal"
+        finished = _common.dir_size(store_dir)
+        wal_finished = wal.stat().st_size if wal.exists() else 0
+        store.close()
+        closed = _common.dir_size(store_dir)
+        rows = 0
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(store_dir / "index.sqlite")) as conn:
+            rows = conn.execute("SELECT count(*) FROM llm_cache").fetchone()[0]
+        out[path] = {"finished": finished, "wal_finished": wal_finished, "closed": closed,
+                     "index": (store_dir / "index.sqlite").stat().st_size, "rows": rows,
+                     "us_per_step": per_step}
+    return out
+
+
+def print_conversation(steps: int, c: dict) -> None:
+    rows = []
+    for path, label in (("client", "Client.complete (cache on)"), ("plain", "run.effect")):
+        v = c[path]
+        rows.append([label, v["finished"] / 1e6, v["wal_finished"] / 1e6, v["closed"] / 1e6,
+                     v["index"] / 1e6, v["rows"], v["us_per_step"]])
+    ratio_finished = c["client"]["finished"] / c["plain"]["finished"]
+    ratio_closed = c["client"]["closed"] / c["plain"]["closed"]
+    rows.append(["client / plain", f"{ratio_finished:.2f}x", "-", f"{ratio_closed:.2f}x", "-",
+                 "-", "-"])
+    print(table(["(c) path", "store MB, run finished", "of it index WAL MB", "store MB, closed",
+                 "index.sqlite MB", "cache rows", "µs/step"], rows,
+                title=f"\n(c) a {steps}-step conversation (durable runs): the client path's "
+                      "store vs the plain path's"))
+    _common.summary(
+        f"client-path store, {steps} steps (vs run.effect)", f"{ratio_finished:.2f}x",
+        f"plain {c['plain']['finished'] / 1e6:.2f} MB, "
+        f"client {c['client']['finished'] / 1e6:.2f} MB",
+        "<= 2x", ratio_finished <= 2.0,
+    )
+
+
 def _stats(prof: cProfile.Profile, title: str) -> str:
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(10)
@@ -315,6 +398,9 @@ def main() -> None:
             ("--fill", {"choices": ["replicate", "real"], "default": "replicate",
                         "help": "how to fill the store (default: replicate real rows)"}),
             ("--profile", {"action": "store_true", "help": "also print cProfile top costs"}),
+            ("--only", {"choices": ["conversation"], "default": None,
+                        "help": "run only (c), the client path's store vs the plain path's"}),
+            ("--steps", {"type": int, "default": 200, "help": "steps of (c) (default 200)"}),
         ],
     )
     total, real, hits, reps = (10_000, 1_000, 300, 30) if args.quick else (
@@ -325,6 +411,11 @@ def main() -> None:
     prompts = [text(rng, 190) for _ in range(POOL)]
     answers = [text(rng, 1000) for _ in range(POOL)]
     replies = [text(rng, 1000) for _ in range(POOL)]
+    if args.only == "conversation":
+        with temp_dir("client-conversation") as tmp:
+            conv = conversation_bytes(tmp, args.steps, prompts, replies)
+        print_conversation(args.steps, conv)
+        return
     with temp_dir("client-cache") as tmp:
         info = fill(tmp / "store", real, total, prompts, answers)
         rar_bytes = _common.dir_size(tmp / "store")
@@ -337,6 +428,7 @@ def main() -> None:
             profiles.append(profile_hits(tmp / "store", real, prompts))
             profiles.append(profile_keying(store, 400, prompts, replies))
         store.close()
+        conv = conversation_bytes(tmp / "conversation", args.steps, prompts, replies)
 
     how = ("all rows recorded for real" if real == total else
            f"{real:,} recorded for real, replicated to {info['rows']:,} rows with synthetic "
@@ -400,6 +492,7 @@ def main() -> None:
               f"assistant), median of {reps}; the goal applies to payload+key (what the client "
               "does per call); Request = Request.extend(...) or Request(...)",
     ))
+    print_conversation(args.steps, conv)
     for text_ in profiles:
         print()
         print(text_)

@@ -10,20 +10,37 @@ store's ``index.sqlite`` and are rebuilt from the logs when the index is.
 Answers that were cut short (``finish_reason == "length"``), errors and interrupted streams are
 never cached. A miss explains itself: :meth:`ResponseCache.explain` names the nearest cached
 request of the same provider and model and the fields that differ.
+
+A hit is served only as the record holds it: the row must match its check (``crc``) and the
+answer's bytes their digest, read where the index says they are (one query gives both the row
+and that location) or else through the store. An answer that cannot be read or does not verify
+is a miss, with a warning: the provider is asked again. Rows of answers just recorded are
+queued and written in batches (see :mod:`rar.store._cache_queue`); this process finds them
+meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
+import marshal
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
+from rar.errors import StoreError
+from rar.hashing import canonical, digest_bytes
 from rar.redaction import Redactor, default_redactor
-from rar.store.payloads import Linker
+from rar.store.blobs import BlobLocation
+from rar.store.payloads import Linker, resolve
 from rar.store.store import Store, utc_now_iso
 
+log = logging.getLogger("rar.llm")
 _CANDIDATES = 50
+_FRAMES: Final = 256
+"""Distinct request settings (everything but the messages) whose canonical bytes are kept."""
+_PLACEHOLDER: Final = "\x00rar:messages\x00"
+_PLACEHOLDER_BYTES: Final = canonical(_PLACEHOLDER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +84,67 @@ class ResponseCache:
 
     def __init__(self, store: Store, *, redactor: Redactor | None = None) -> None:
         self.store = store
-        self._linker = Linker(lambda digest, raw: None, redactor or default_redactor())
+        self._redactor = redactor or default_redactor()
+        self._linker = Linker(lambda digest, raw: None, self._redactor)
+        self._frames: dict[bytes, tuple[bytes, bytes]] = {}  # settings -> bytes around messages
+        self._exists = False
         self._checked = False
 
     def key(self, payload: Any) -> str:
-        """The cache key of an effect request (computed exactly as the record computes it)."""
-        return self._linker.link(payload).digest
+        """The cache key of an effect request (computed exactly as the record computes it).
+
+        The record links a request (its messages become a chain of blobs), redacts the linked
+        form, and hashes its canonical JSON. That redaction walks the settings around the
+        messages (the same for every call of a client) and the digest naming the chain (a long
+        hex run its detectors look into, and which it never changes in a readable record: a
+        changed one would name no chain). So here the settings are redacted and put in
+        canonical form once per distinct value, the messages are linked (and redacted, once per
+        distinct message) as the record links them, and the chain's reference is spliced into
+        the settings' bytes: the same bytes, so the same digest as the record's.
+        """
+        request = payload.get("request") if type(payload) is dict else None
+        messages = request.get("messages") if type(request) is dict else None
+        if type(messages) not in (list, tuple) or not messages:
+            return self._linker.link(payload).digest
+        assert isinstance(request, dict)
+        frame = self._frame(payload, request)
+        if frame is None:
+            return self._linker.link(payload).digest
+        linked = self._linker.link({"messages": messages}, redacted=True).data
+        # b'{"messages":' + the chain reference + b'}'
+        return digest_bytes(frame[0] + linked[12:-1] + frame[1])
+
+    def _frame(
+        self, payload: dict[str, Any], request: dict[str, Any]
+    ) -> tuple[bytes, bytes] | None:
+        """The canonical bytes of ``payload`` redacted, before and after its messages' place,
+        once per distinct value of everything but the messages; None when the shortcut does
+        not apply (a value that is not plain JSON, anything else named ``messages``, which the
+        linker would link too, or settings holding the placeholder)."""
+        settings = {**payload, "request": {k: v for k, v in request.items() if k != "messages"}}
+        try:
+            # exact about types (True vs 1, 1.0 vs 1) and refuses all but built-in types
+            marshalled = marshal.dumps(settings)
+        except ValueError:
+            return None
+        frame = self._frames.get(marshalled)
+        if frame is None:
+            if b"messages" in marshalled:
+                return None
+            redacted = self._redactor(settings)
+            inner = redacted.get("request") if type(redacted) is dict else None
+            if type(inner) is not dict:
+                return None
+            parts = canonical({**redacted, "request": {**inner, "messages": _PLACEHOLDER}}).split(
+                _PLACEHOLDER_BYTES
+            )
+            if len(parts) != 2:
+                return None
+            frame = (parts[0], parts[1])
+            if len(self._frames) >= _FRAMES:
+                self._frames.clear()
+            self._frames[marshalled] = frame
+        return frame
 
     def _ready(self) -> None:
         if not self._checked:
@@ -81,22 +153,63 @@ class ResponseCache:
                 self.rebuild()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The recorded result (``{"response": ..., ...}``) for a key, or None."""
-        if not self.store.exists:
-            return None
+        """The recorded result (``{"response": ..., ...}``) for a key, or None.
+
+        None too when the recorded answer cannot be read or does not match its digest (with a
+        warning): a damaged cache is a miss, never a wrong answer.
+        """
+        if not self._exists:
+            if not self.store.exists:
+                return None
+            self._exists = True
         self._ready()
-        row = self.store.index.cache_get(key)
-        if row is None:
+        hit = self.store.index.cache_lookup(key)
+        if hit is None:
             return None
-        result = self.store.resolve_payload(orjson.loads(row[0]))
+        try:
+            ref = orjson.loads(hit[0])
+            result = resolve(ref, self._blob_reader(ref, hit[3]))
+        except (StoreError, OSError, ValueError, TypeError, KeyError) as exc:
+            where = f"run {hit[1]}, event {hit[2]}"
+            log.warning(
+                "warning: the cached answer %s (%s) cannot be read (%s); the model is asked again",
+                key,
+                where,
+                exc,
+            )
+            return None
         return result if isinstance(result, dict) else None
 
+    def _blob_reader(self, ref: Any, location: BlobLocation | None) -> Any:
+        """How to read the result's blobs: the one the index located is read there and checked
+        against its digest (the pack reader re-hashes it); any other, or one that does not read
+        back from there, through the store (which also finds out whether the index lied)."""
+        store = self.store
+        if location is None or type(ref) is not dict:
+            return store.get_blob
+        digest = ref.get("digest")
+        reader = store.reader
+
+        def get(wanted: str) -> bytes:
+            if wanted == digest and location is not None:
+                try:
+                    return reader.read(wanted, location)
+                except (StoreError, OSError):
+                    pass
+            return store.get_blob(wanted)
+
+        return get
+
     def add(self, event: dict[str, Any], *, run_id: str, provider: str, model: str) -> None:
-        """Index a just-recorded llm effect event whose result the caller found cacheable."""
+        """Index a just-recorded llm effect event whose result the caller found cacheable.
+
+        The row is queued, written with the store index's next write or batch (this process
+        finds it meanwhile; a process killed before loses it: a missed hit, never a wrong one).
+        """
         if event.get("result") is None or "error" in event:
             return
         row = _row(event, run_id=run_id, provider=provider, model=model)
-        self.store.index.cache_put([row])
+        self.store.index.cache_add([row])
 
     def rebuild(self) -> int:
         """Re-derive every cache row from the logs; returns how many rows were found."""

@@ -39,11 +39,12 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import orjson
 
 from rar.hashing import is_digest
+from rar.store._cache_queue import CACHE_BATCH, CacheQueue, flush_at_exit
 from rar.store._locations import PackScanner, location_of
 from rar.store._sqlite import (
     BUSY_TIMEOUT,
@@ -69,7 +70,14 @@ from rar.store._sqlite import (
     temporary_copy,
 )
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
-from rar.store.index_backend import checked_locations, scan_new_records, sound_existing
+from rar.store.index_backend import (
+    CacheHit,
+    CacheRow,
+    checked_hit,
+    checked_locations,
+    scan_new_records,
+    sound_existing,
+)
 
 __all__ = [
     "BUSY_TIMEOUT",
@@ -187,6 +195,7 @@ class Index:
         self._file: Path | None = path  # the file the connection is to (None: in memory)
         self._inode: int | None = None  # the store's index file this connection opened
         self._mutex = threading.RLock()  # one operation at a time on the shared connection
+        self._cache_queue = CacheQueue()  # cache rows written with the next write (cache_add)
         self._conn = self._open(writable)
 
     # --- opening ---------------------------------------------------------------------------
@@ -285,9 +294,8 @@ class Index:
 
     def close(self) -> None:
         with self._mutex:
-            if self.location == "store":
-                with contextlib.suppress(sqlite3.Error):  # best effort: keep the WAL file small
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.cache_flush(checkpoint=False)
+            self.checkpoint("TRUNCATE")  # keep the WAL file small
             self._conn.close()
 
     # --- doing without ---------------------------------------------------------------------
@@ -321,12 +329,17 @@ class Index:
         return None  # pragma: no cover
 
     def _write(self, what: str, change: Callable[[sqlite3.Connection], object]) -> bool:
-        """Apply ``change`` in one transaction; False when it was skipped (noted)."""
+        """Apply ``change`` in one transaction; False when it was skipped (noted). The cache
+        rows queued so far are written in the same transaction (lost with it if it fails: a
+        missed hit, never a wrong one)."""
+        queued = self._cache_queue.take()
 
         def transaction(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 change(conn)
+                if queued:
+                    conn.executemany(_CACHE_INSERT, queued)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # SQLite rolls back by itself after some errors
@@ -429,23 +442,74 @@ class Index:
 
     def cache_get(self, key: str) -> tuple[str, str, int] | None:
         """(result payload reference JSON, run_id, seq) of a cached response."""
-        rows = self._cache_rows("looking up a cached answer", "WHERE key=?", (key,))
-        if not rows:
-            return None
-        row = rows[0]
-        return (row[4], row[5], row[6])
+        hit = self.cache_lookup(key)
+        return None if hit is None else (hit[0], hit[1], hit[2])
 
-    def cache_put(self, rows: Iterable[tuple[str, str, str, str, str, str, int, str]]) -> None:
+    def cache_lookup(self, key: str) -> CacheHit | None:
+        """(result reference JSON, run_id, seq, where the result's blob is) of a cached response.
+
+        Rows queued by this index object are looked at first (their blob location is None: the
+        caller reads the blob through the store). Otherwise one query reads the row, checked
+        against its ``crc``, with the location of its result's blob when that is indexed: the
+        caller still checks the blob against its digest when it reads it.
+        """
+        queued = self._cache_queue.get(key)
+        if queued is not None:
+            return (queued[4], queued[5], queued[6], None)
+
+        def read(conn: sqlite3.Connection) -> Any:
+            # SQLite's own strict UTF-8 decoding is several times faster than the connection's
+            # (see run_rows); a value it cannot decode is read again the usual way
+            factory = conn.text_factory
+            conn.text_factory = str
+            try:
+                return conn.execute(_CACHE_HIT_SQL, (key,)).fetchone()
+            except sqlite3.OperationalError:
+                pass
+            finally:
+                conn.text_factory = factory
+            return conn.execute(_CACHE_HIT_SQL, (key,)).fetchone()
+
+        def query(conn: sqlite3.Connection) -> CacheHit | None:
+            return checked_hit(key, read(conn))
+
+        return self._attempt("looking up a cached answer", query)
+
+    def cache_put(self, rows: Iterable[CacheRow]) -> None:
+        """Write ``rows`` now, in one transaction (with any queued ones)."""
         values = [(*row, row_crc(row)) for row in rows]
-        marks = ", ".join("?" * (len(CACHE_COLUMNS) + 1))
 
         def change(conn: sqlite3.Connection) -> None:
-            conn.executemany(f"INSERT OR IGNORE INTO llm_cache VALUES ({marks})", values)
+            conn.executemany(_CACHE_INSERT, values)
 
         self._write("caching a model answer", change)
 
+    def cache_add(self, rows: Iterable[CacheRow]) -> None:
+        """Queue ``rows``: written with the index's next write, once :data:`CACHE_BATCH` rows
+        wait, at close or at exit (see :mod:`rar.store._cache_queue`)."""
+        if self._cache_queue.add(rows) >= CACHE_BATCH:
+            self.cache_flush()
+        else:
+            flush_at_exit(self)
+
+    def cache_flush(self, *, checkpoint: bool = True) -> None:
+        """Write the queued cache rows (one transaction), then let SQLite copy its WAL back
+        into the index file (a passive checkpoint: it waits for nobody)."""
+        if not len(self._cache_queue):
+            return
+        if self._write("caching model answers", lambda conn: None) and checkpoint:
+            self.checkpoint()
+
+    def checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE") -> None:
+        """Copy the WAL back into the index file (best effort; TRUNCATE also empties it)."""
+        with self._mutex:
+            if self.location == "store":
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
+
     def cache_candidates(self, provider: str, model: str, limit: int) -> list[tuple[str, str]]:
         """(key, request reference JSON) of recent entries for a provider and model."""
+        self.cache_flush()
         rows = self._cache_rows(
             "listing cached answers",
             "WHERE provider=? AND model=? ORDER BY created_at DESC LIMIT ?",
@@ -454,6 +518,7 @@ class Index:
         return [(row[0], row[3]) for row in rows]
 
     def cache_recent(self, limit: int) -> list[tuple[str, str, str, str]]:
+        self.cache_flush()
         rows = self._cache_rows(
             "listing cached answers", "ORDER BY created_at DESC LIMIT ?", (limit,)
         )
@@ -547,6 +612,17 @@ class Index:
 
         if ids:
             self._write("removing runs from the index", change)
+
+
+_CACHE_INSERT: Final = f"INSERT OR IGNORE INTO llm_cache VALUES ({', '.join('?' * 9)})"
+# the row, its crc, and the location of its result's blob: a result reference's JSON starts
+# with {"digest":"sha256:<64 hex>" (its keys in that order), so the join needs no JSON parsing
+_CACHE_HIT_SQL: Final = (
+    f"SELECT {', '.join('c.' + c for c in CACHE_COLUMNS)}, c.crc, "
+    "b.digest, b.pack, b.offset, b.codec, b.raw_size, b.stored_size "
+    "FROM llm_cache AS c LEFT JOIN blobs AS b ON b.digest = substr(c.result, 12, 71) "
+    "WHERE c.key = ?"
+)
 
 
 _WITHOUT = {

@@ -9,10 +9,11 @@ reads the runs' files and packs instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from rar.store._locations import HeaderCheck, PackScanner
+from rar.store._locations import HeaderCheck, PackScanner, location_of
+from rar.store._sqlite import IndexLies, row_crc
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 CacheRow = tuple[str, str, str, str, str, str, int, str]
 """key, provider, model, request JSON, result JSON, run_id, seq, created_at."""
+CacheHit = tuple[str, str, int, BlobLocation | None]
+"""result JSON, run_id, seq, and where the result's blob is when the index knows it."""
 
 
 class IndexBackend(Protocol):
@@ -54,7 +57,23 @@ class IndexBackend(Protocol):
 
     def cache_get(self, key: str) -> tuple[str, str, int] | None: ...
 
-    def cache_put(self, rows: Iterable[CacheRow]) -> None: ...
+    def cache_lookup(self, key: str) -> CacheHit | None:
+        """The cached response for ``key`` with its result blob's location, in one look-up
+        (rows queued by ``cache_add`` first)."""
+        ...
+
+    def cache_put(self, rows: Iterable[CacheRow]) -> None:
+        """Write ``rows`` now (with the queued ones)."""
+        ...
+
+    def cache_add(self, rows: Iterable[CacheRow]) -> None:
+        """Queue ``rows``: written with the index's next write, every ``CACHE_BATCH`` rows, at
+        close and at exit; found by ``cache_get``/``cache_lookup`` meanwhile."""
+        ...
+
+    def cache_flush(self) -> None:
+        """Write the queued rows now."""
+        ...
 
     def cache_candidates(self, provider: str, model: str, limit: int) -> list[tuple[str, str]]: ...
 
@@ -124,6 +143,24 @@ def checked_locations(
     index.discard(f"{len(suspect) - len(kept)} blob location(s) contradict the packs")
     index.catch_up(reader)
     return {**scanner.locations(), **kept}
+
+
+def checked_hit(key: str, row: Sequence[Any] | None) -> CacheHit | None:
+    """The cached response a look-up read: the row's columns (``CacheRow``), its ``crc``, then
+    the joined blob location's (digest, pack, offset, codec, raw and stored size; all None when
+    the blob is not indexed). IndexLies when the row does not match its check; the location
+    only when it is that of the row's result blob (the reference's JSON starts with its digest).
+    """
+    if row is None:
+        return None
+    data = tuple(row[:8])
+    if row[8] != row_crc(data):
+        raise IndexLies(f"the cache row {key!r} does not match its check")
+    result, digest = data[4], row[9]
+    location = None
+    if digest is not None and result.startswith(f'{{"digest":"{digest}"'):
+        location = location_of(tuple(row[10:15]))
+    return (result, data[5], data[6], location)
 
 
 def scan_new_records(

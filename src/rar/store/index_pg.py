@@ -34,14 +34,17 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import orjson
 
 from rar.errors import ConfigError
+from rar.store._cache_queue import CACHE_BATCH, CacheQueue, flush_at_exit
 from rar.store._locations import location_of
 from rar.store._sqlite import CACHE_COLUMNS, RUN_COLUMNS, IndexFault, IndexLies, row_crc
 from rar.store.blobs import BlobLocation, PackReader, PackRecord
 from rar.store.config import ensure_store_id, load_config
 from rar.store.index import Index, RunRow, warn
 from rar.store.index_backend import (
+    CacheHit,
     CacheRow,
     IndexBackend,
+    checked_hit,
     checked_locations,
     scan_new_records,
     sound_existing,
@@ -182,6 +185,7 @@ class PgIndex:
         self.faulted = False
         self.location = "store" if writable else "read-only"
         self._mutex = threading.RLock()  # one operation at a time on the shared connection
+        self._cache_queue = CacheQueue()  # cache rows written with the next write (cache_add)
         self._conn: psycopg.Connection[Any] | None = None
         self._down_until = 0.0  # monotonic time before which the server is not tried again
         self._connection()
@@ -258,6 +262,7 @@ class PgIndex:
 
     def close(self) -> None:
         with self._mutex:
+            self.cache_flush()
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     self._conn.close()
@@ -327,10 +332,13 @@ class PgIndex:
         is read-only)."""
         if not self.writable:
             return False
+        queued = [row for row in self._cache_queue.take() if _storable(row)]
 
         def transaction(conn: psycopg.Connection[Any]) -> bool:
             with conn.transaction():
                 change(conn)
+                if queued:  # the cache rows queued so far (see cache_add), with this write
+                    self._insert_cache_rows(conn, queued)
             return True
 
         return self._attempt(what, transaction) is True
@@ -446,29 +454,60 @@ class PgIndex:
 
     def cache_get(self, key: str) -> tuple[str, str, int] | None:
         """(result payload reference JSON, run_id, seq) of a cached response."""
-        rows = self._cache_rows("looking up a cached answer", "AND key = %s", (key,))
-        if not rows:
-            return None
-        row = rows[0]
-        return (row[4], row[5], row[6])
+        hit = self.cache_lookup(key)
+        return None if hit is None else (hit[0], hit[1], hit[2])
+
+    def cache_lookup(self, key: str) -> CacheHit | None:
+        """(result reference JSON, run_id, seq, where the result's blob is): rows queued here
+        first, else one query for the row (checked against its ``crc``) joined with its
+        result blob's location (see :meth:`rar.store.index.Index.cache_lookup`)."""
+        queued = self._cache_queue.get(key)
+        if queued is not None:
+            return (queued[4], queued[5], queued[6], None)
+        params = (self.store_id, key)
+
+        def query(conn: psycopg.Connection[Any]) -> CacheHit | None:
+            return checked_hit(key, conn.execute(_CACHE_HIT_SQL, params).fetchone())
+
+        return self._attempt("looking up a cached answer", query)
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
+        """Write ``rows`` now, in one transaction (with any queued ones)."""
         values = sorted({row[0]: (*row, row_crc(row)) for row in rows if _storable(row)}.values())
         if not values:
             return
-        sid = self.store_id
 
         def change(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(
-                f"INSERT INTO rar_llm_cache (store_id, {_CACHE_SQL}, crc) "
-                f"SELECT %s, * FROM {_unnest(_CACHE_TYPES)} ON CONFLICT DO NOTHING",
-                (sid, *_columns(values, len(_CACHE_TYPES))),
-            )
+            self._insert_cache_rows(conn, values)
 
         self._write("caching a model answer", change)
 
+    def cache_add(self, rows: Iterable[CacheRow]) -> None:
+        """Queue ``rows``: written with the index's next write, once :data:`CACHE_BATCH` rows
+        wait, at close or at exit (see :mod:`rar.store._cache_queue`)."""
+        if not self.writable:
+            return
+        if self._cache_queue.add(rows) >= CACHE_BATCH:
+            self.cache_flush()
+        else:
+            flush_at_exit(self)
+
+    def cache_flush(self) -> None:
+        """Write the queued cache rows now (one transaction)."""
+        if len(self._cache_queue):
+            self._write("caching model answers", lambda conn: None)
+
+    def _insert_cache_rows(self, conn: psycopg.Connection[Any], values: list[Any]) -> None:
+        """Insert checked cache rows, in key order (concurrent writers never deadlock)."""
+        conn.execute(
+            f"INSERT INTO rar_llm_cache (store_id, {_CACHE_SQL}, crc) "
+            f"SELECT %s, * FROM {_unnest(_CACHE_TYPES)} ON CONFLICT DO NOTHING",
+            (self.store_id, *_columns(values, len(_CACHE_TYPES))),
+        )
+
     def cache_candidates(self, provider: str, model: str, limit: int) -> list[tuple[str, str]]:
         """(key, request reference JSON) of recent entries for a provider and model."""
+        self.cache_flush()
         rows = self._cache_rows(
             "listing cached answers",
             "AND provider = %s AND model = %s ORDER BY created_at DESC LIMIT %s",
@@ -477,6 +516,7 @@ class PgIndex:
         return [(row[0], row[3]) for row in rows]
 
     def cache_recent(self, limit: int) -> list[tuple[str, str, str, str]]:
+        self.cache_flush()
         rows = self._cache_rows(
             "listing cached answers", "ORDER BY created_at DESC LIMIT %s", (limit,)
         )
@@ -569,6 +609,15 @@ class PgIndex:
         if ids:
             self._write("removing runs from the index", change)
 
+
+# the row, its crc, and its result blob's location (see rar.store.index._CACHE_HIT_SQL)
+_CACHE_HIT_SQL: Final = (
+    f"SELECT {', '.join('c.' + c for c in CACHE_COLUMNS)}, c.crc, "
+    "b.digest, b.pack, b.pack_offset, b.codec, b.raw_size, b.stored_size "
+    "FROM rar_llm_cache AS c LEFT JOIN rar_blobs AS b "
+    "ON b.store_id = c.store_id AND b.digest = substr(c.result, 12, 71) "
+    "WHERE c.store_id = %s AND c.key = %s"
+)
 
 _WITHOUT: Final = (
     "the runs' files are read instead (slower); nothing recorded is affected, and the index "

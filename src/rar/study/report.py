@@ -51,7 +51,8 @@ def study_cells(store: Store, study_id: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _group_key(params: dict[str, Any]) -> str:
+def group_key(params: dict[str, Any]) -> str:
+    """The digest of a cell's parameters without its seed: the same for every seed of a group."""
     return digest_value({k: v for k, v in params.items() if k != "seed"})
 
 
@@ -189,7 +190,7 @@ def _cell_row(cell: dict[str, Any]) -> dict[str, Any]:
 def _groups(store: Store, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     order: dict[str, list[dict[str, Any]]] = {}
     for cell in cells:
-        order.setdefault(_group_key(cell["params"]), []).append(cell)
+        order.setdefault(group_key(cell["params"]), []).append(cell)
     return [_group(store, key, members) for key, members in order.items()]
 
 

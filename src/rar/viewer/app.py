@@ -26,9 +26,12 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
 * ``/api/runs/{id}/artifacts/{path}`` — a file under the run's ``artifacts/`` (regular files only;
   no ``..``, absolute paths or symbolic links anywhere on the way).
 * ``/api/diff?a=&b=`` — :func:`rar.replay.diff.diff_runs` as a dict.
-* ``/``, ``/runs/{id}`` and ``/diff?a=&b=`` — the static page shell ``static/index.html`` (no
-  data is ever put into HTML by the server; an unknown run gets a 404 page linking back to the
-  list); ``/static/{name}`` — the viewer's own files (flat, no sub-folders).
+* ``/api/studies``, ``/api/studies/{id}`` — the store's studies, and one study's report as
+  ``rar study report`` wrote it (:mod:`rar.viewer.studies`; never computed here).
+* ``/``, ``/runs/{id}``, ``/diff?a=&b=``, ``/studies`` and ``/studies/{id}`` — the static
+  page shell ``static/index.html`` (no data is ever put into HTML by the server; an unknown run
+  gets a 404 page linking back to the list); ``/static/{name}`` — the viewer's own files (flat,
+  no sub-folders).
 
 Errors are JSON ``{"error": ..., "message": ..., "home": "/"}``. Only the derived index
 (``index.sqlite``) may be written, when it is brought up to date; run files never are — by the
@@ -72,6 +75,7 @@ from rar.viewer.http import error_response as _error
 from rar.viewer.http import json_response as _json
 from rar.viewer.net import LOOPBACK_HOSTS
 from rar.viewer.reading import StoreReader, build_run_detail, event_matcher, replay_report
+from rar.viewer.studies import studies_document, study_document
 
 __all__ = [
     "RUN_SCRIPTS",
@@ -106,12 +110,13 @@ SCRIPTS: tuple[str, ...] = (
     "panels.js",
     "flow.js",
     "diff.js",
+    "studies.js",
     "live.js",
     "main.js",
 )
 """The viewer's scripts, in load order: classic scripts sharing one global scope (core first,
 main last). ``static/index.html`` loads exactly these; ``rar export`` inlines them."""
-STYLES: tuple[str, ...] = ("app.css", "panels.css", "flow.css", "diff.css")
+STYLES: tuple[str, ...] = ("app.css", "panels.css", "flow.css", "diff.css", "studies.css")
 """The viewer's style sheets, in order."""
 RUN_SCRIPTS: tuple[str, ...] = ("actions.js",)
 """Loaded only by a viewer that starts runs (``--allow-runs``), before ``main.js``; never in an
@@ -565,6 +570,17 @@ def create_app(
 
         return viewer.with_store(action)
 
+    def study_list(request: Request) -> Response:
+        return viewer.with_store(lambda store: _json(studies_document(store)))
+
+    def study_detail(request: Request) -> Response:
+        ref = request.path_params["run_id"]
+
+        def action(store: Store) -> Response:
+            return _json(study_document(store, viewer.resolve(store, ref)))
+
+        return viewer.with_store(action)
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, "not-found", f"nothing at {request.url.path}")
 
@@ -577,6 +593,8 @@ def create_app(
         Route("/", shell, methods=["GET"]),
         Route("/runs/{run_id}", run_shell, methods=["GET"]),
         Route("/diff", shell, methods=["GET"]),
+        Route("/studies", shell, methods=["GET"]),
+        Route("/studies/{run_id}", run_shell, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
         Route("/api/runs", run_list, methods=["GET"]),
         Route("/api/runs/{run_id}", run_detail, methods=["GET"]),
@@ -587,6 +605,8 @@ def create_app(
         Route("/api/blobs/{digest}", blob, methods=["GET"]),
         Route("/api/payload", payload, methods=["GET"]),
         Route("/api/diff", diff, methods=["GET"]),
+        Route("/api/studies", study_list, methods=["GET"]),
+        Route("/api/studies/{run_id}", study_detail, methods=["GET"]),
     ]
     jobs = None
     if runs is not None:

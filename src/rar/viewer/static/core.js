@@ -191,7 +191,8 @@ function showError(el, err) {
 
 // --- what a viewer that starts runs adds -------------------------------------------------------
 // `rar view --allow-runs` also loads actions.js, which fills these in; the read-only viewer and
-// an exported page leave them empty, so no control that changes anything is ever drawn there.
+// an exported page leave them empty, so no control that changes anything is ever drawn there
+// (studies.js adds the read-only study pages to PAGES; an exported page never routes to them).
 //   PAGES: { match(pathname) → match or null, render(root, match) → Promise }, tried first;
 //   CONTROLS.runActions(box, detail), CONTROLS.eventRow(head, ev, runId) and
 //   CONTROLS.playerControls(controls, currentStep, runId, events) decorate the run page.

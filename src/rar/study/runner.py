@@ -20,7 +20,7 @@ from rar.runtime.run import Run
 from rar.store.manifest import RunStatus
 from rar.store.store import Store
 from rar.study.cells import DONE, finished_run, run_cell
-from rar.study.cluster import CONNECT_TIMEOUT, Dispatcher
+from rar.study.cluster import CONNECT_TIMEOUT, FLOW_MODULES, QUESTION_MODULES, Dispatcher
 from rar.study.spec import Cell, StudySpec, cells_of, load_study, parse_study
 
 ENTRYPOINT = "rar.study.runner:study_entry"
@@ -156,7 +156,12 @@ def study(
     grid: list[Cell] = cells_of(spec, base=base)
     store = store if isinstance(store, Store) else Store(store)
     store.ensure_writable()
-    dispatcher = Dispatcher(scheduler, workers, connect_timeout=connect_timeout)
+    kinds = {c.params["kind"] for c in grid}
+    preload = (
+        *(FLOW_MODULES if "flow" in kinds else ()),
+        *(QUESTION_MODULES if kinds - {"flow"} else ()),
+    )
+    dispatcher = Dispatcher(scheduler, workers, connect_timeout=connect_timeout, preload=preload)
     if scheduler is not None:
         dispatcher.client()  # an unreachable scheduler fails before anything is recorded
     token = _execution.set(_Execution(dispatcher, progress))

@@ -58,3 +58,17 @@ def new_page(browser: Any, *, timeout_ms: int = PAGE_TIMEOUT_MS) -> Iterator[Any
         yield page
     finally:
         context.close()
+
+
+def require_browser() -> Any:
+    """``playwright.sync_api``, or skip the calling test module when it or Chromium is missing."""
+    import pytest
+
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"{CHROMIUM} is missing (Debian package `chromium`); the browser tests need it",
+            allow_module_level=True,
+        )
+    return pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+    )

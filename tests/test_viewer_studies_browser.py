@@ -12,17 +12,10 @@ from typing import Any
 
 import pytest
 
-from browser import CHROMIUM, ViewerServer, launch_chromium, new_page
+from browser import ViewerServer, launch_chromium, new_page, require_browser
 from test_viewer_studies import XSS_ANSWER, record_studies
 
-if not CHROMIUM.exists():
-    pytest.skip(
-        f"{CHROMIUM} is missing (Debian package `chromium`); the browser tests need it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
-)
+sync_api = require_browser()
 expect = sync_api.expect
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,6 +11,7 @@ the run's manifest decides whether the cell is done.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import time
@@ -67,6 +68,27 @@ def _mark(store: Store, digest: str, run_id: str) -> None:
     os.replace(temporary, path)
 
 
+_stores: dict[str, Store] = {}
+
+
+def worker_store(store_root: str) -> Store:
+    """This process's :class:`Store` at ``store_root``, opened by its first cell and kept for
+    the next ones (closed when the process exits): a worker runs many cells, and opening the
+    index and closing it (a checkpoint that waits for the other workers' writes, and syncs)
+    for each of them cost more than some cells."""
+    store = _stores.get(store_root)
+    if store is None:
+        if not _stores:
+            atexit.register(_close_stores)
+        store = _stores[store_root] = Store(store_root)
+    return store
+
+
+def _close_stores() -> None:
+    while _stores:
+        _stores.popitem()[1].close()
+
+
 def run_cell(store_root: str, params: dict[str, Any], digest: str) -> dict[str, Any]:
     """Run one cell into the store at ``store_root`` (a Dask task); return its outcome.
 
@@ -74,7 +96,7 @@ def run_cell(store_root: str, params: dict[str, Any], digest: str) -> dict[str, 
     error's type and message), never an exception, so one bad cell does not stop a study.
     """
     begun = time.perf_counter()
-    store = Store(store_root)
+    store = worker_store(store_root)
     try:
         with cell_lock(store, digest):
             done = finished_run(store, digest)
@@ -85,8 +107,6 @@ def run_cell(store_root: str, params: dict[str, Any], digest: str) -> dict[str, 
             outcome = _perform(store, params, digest, run_id)
     except Exception as exc:
         outcome = {"run_id": None, "status": "failed", "reused": False, "error": _error(exc)}
-    finally:
-        store.close()
     return {**outcome, "seconds": round(time.perf_counter() - begun, 6)}
 
 

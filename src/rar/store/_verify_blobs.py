@@ -34,15 +34,12 @@ class BlobChecker:
         self._mapped_bytes = 0
         self._decompress = zstandard.ZstdDecompressor().decompress
         self._carried: dict[str, str] = {}  # digest → text, carried by the lines walked
-        self._carried_seen: set[str] = set()
-        self.carried_count = 0  # distinct blobs carried by the lines walked
+        self.carried_count = 0  # blobs carried by the lines walked (a record per line)
 
     def carried(self, blobs: dict[str, str]) -> None:
         """Blobs a line of the log being walked carries: checked from these bytes, not looked
         up (a later line can only name them after this one)."""
-        fresh = blobs.keys() - self._carried_seen
-        self._carried_seen |= fresh
-        self.carried_count += len(fresh)
+        self.carried_count += len(blobs)
         self._carried.update(blobs)
 
     def begin_run(self) -> None:

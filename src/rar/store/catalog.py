@@ -110,7 +110,8 @@ class PackCatalog:
             self.tails.pop(name, None)
         else:
             self.tails[name] = tail
-        self.records += len(scan.records)
+        if not is_log_pack(name):  # (carried blobs are counted by the walks of their logs)
+            self.records += len(scan.records)
         self._read[name] = (scan.end, scan.size)
 
     def _damage(self, digest: str, where: str) -> None:

@@ -21,7 +21,6 @@ meanwhile.
 
 from __future__ import annotations
 
-import logging
 import marshal
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
@@ -32,10 +31,10 @@ from rar.errors import StoreError
 from rar.hashing import canonical, digest_bytes
 from rar.redaction import Redactor, default_redactor
 from rar.store.blobs import BlobLocation
+from rar.store.index import warn
 from rar.store.payloads import Linker, resolve
 from rar.store.store import Store, utc_now_iso
 
-log = logging.getLogger("rar.llm")
 _CANDIDATES = 50
 _FRAMES: Final = 256
 """Distinct request settings (everything but the messages) whose canonical bytes are kept."""
@@ -170,12 +169,11 @@ class ResponseCache:
             ref = orjson.loads(hit[0])
             result = resolve(ref, self._blob_reader(ref, hit[3]))
         except (StoreError, OSError, ValueError, TypeError, KeyError) as exc:
-            where = f"run {hit[1]}, event {hit[2]}"
-            log.warning(
-                "warning: the cached answer %s (%s) cannot be read (%s); the model is asked again",
-                key,
-                where,
-                exc,
+            warn(
+                str(self.store.root),
+                f"cache:{key}",
+                f"warning: the cached answer {key} (run {hit[1]}, event {hit[2]}) cannot be read "
+                f"({exc}); the model is asked again",
             )
             return None
         return result if isinstance(result, dict) else None

@@ -91,7 +91,10 @@ def test_a_study_is_reached_from_the_run_list_and_shows_its_report(world: dict[s
 
 def test_a_study_without_a_report_says_how_to_make_one(world: dict[str, Any]) -> None:
     page, again = world["page"], world["again"].run_id
-    page.goto(f"{world['base']}/studies/{again}")
+    page.goto(f"{world['base']}/runs/{again}")  # the study's run page links its study page
+    page.wait_for_selector('#panels[data-ready="1"]', state="attached")
+    page.click("#study-page-link")
+    page.wait_for_url(f"{world['base']}/studies/{again}")
     page.wait_for_selector("body[data-ready='1']", state="attached")
     expect(page.locator("#no-report code")).to_have_text(f"rar study report {again}")
     expect(page.locator("#study-cells tr.cell-row")).to_have_count(15)

@@ -203,3 +203,14 @@ const STUDY_VIEW = (() => {
 
 PAGES.push({ match: (path) => (path.replace(/\/$/, "") === "/studies" ? [] : null), render: (root) => STUDY_VIEW.listPage(root) });
 PAGES.push({ match: (path) => path.match(/^\/studies\/([^/]+)\/?$/), render: (root, m) => STUDY_VIEW.studyPage(root, decodeURIComponent(m[1])) });
+
+// A study's own run page links its study page (not in an exported page: it has no study pages).
+registerPanel({
+  id: "study", title: "Study", order: 1, render: (ctx, box) => {
+    const tags = (ctx.detail.manifest || {}).tags || {};
+    if (OFFLINE || tags.kind !== "study" || tags.replay_of) return false;
+    append(box, [h("p", {}, "This run is a study: ", h("a", { href: `/studies/${encodeURIComponent(ctx.id)}`, id: "study-page-link" },
+      "its cells, agreement and replay report"), ".")]);
+    return true;
+  },
+});

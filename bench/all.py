@@ -38,6 +38,7 @@ BENCHES: list[tuple[str, list[str], int]] = [
     ("viewer.py", ["--steps", "2500"], 300),
     ("record_effect.py", [], 120),
     ("conversation_vs_langgraph.py", [], 180),
+    ("durable_step.py", [], 180),
     ("client_cache.py", [], 240),
 ]
 

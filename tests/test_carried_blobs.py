@@ -211,3 +211,16 @@ def test_a_copied_run_reads_its_carried_blobs(store: Store, tmp_path: Path) -> N
     copy = Store(other)
     effect = [e for e in copy.events(run.id) if e["type"] == "effect"][-1]
     assert copy.resolve_payload(effect["result"])["content"].startswith("5: ")
+
+
+def test_the_last_line_of_a_run_carries_nothing(store: Store) -> None:
+    """`rar list` reads a run's last line from the end of its log: it stays short."""
+
+    def agent(run: Run) -> dict[str, str]:
+        return {"answer": "a long final answer. " * 1000}
+
+    run = execute(agent, store=store, redactor=QUIET)
+    last = _lines(store, run.id)[-1]
+    assert last["type"] == "run.finished" and "carry" not in last
+    assert len(orjson.dumps(last)) < 2048
+    assert Store(store.root).resolve_payload(last["result"])["answer"].startswith("a long")

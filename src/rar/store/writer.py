@@ -248,7 +248,8 @@ class RunWriter:
             try:
                 if self._pending:
                     known = self.store.known_blobs(list(self._pending))
-                    if self._carry:
+                    # a run's last line stays short: `rar list` reads it from the log's end
+                    if self._carry and event.get("type") != "run.finished":
                         carry = self._take_carry(known)
                     self._write_pack(known)
                 if self._pack is not None and self._pack.dirty and self.durable:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import orjson
 import pytest
 
 from pg_helpers import pg_server, pg_url  # noqa: F401  (fixtures)
-from test_store_remote import aws, bucket, endpoint, objects  # noqa: F401  (fixtures)
+from test_store_remote import aws, bucket, endpoint, objects, rar  # noqa: F401  (fixtures)
 
 pytest.importorskip("distributed")
 
@@ -52,16 +51,6 @@ def scaled_store(
     yield root, env
 
 
-def rar(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rar", "--store", str(root), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-
-
 def _json(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, result.stderr[-2000:]
     return orjson.loads(result.stdout)
@@ -76,24 +65,24 @@ def test_a_study_on_s3_blobs_and_a_postgresql_index(
     root, env = scaled_store
     spec = tmp_path / "together.yaml"
     spec.write_text(SPEC, encoding="utf-8")
-    study = _json(rar(root, env, "study", "run", str(spec), "--workers", "2", "--json"))
+    study = _json(rar(root, "study", "run", str(spec), "--workers", "2", "--json"))
     assert study["counts"]["completed"] == 2 and study["counts"]["failed"] == 0
     cell_runs = {cell["run_id"] for cell in study["cells"]}
     assert len(cell_runs) == 2
     # the index lives on the server, the blobs' packs in the bucket
     assert not (root / "index.sqlite").exists()
     assert objects(bucket), "no pack was uploaded"
-    listed = {row["run_id"] for row in _json(rar(root, env, "list", "--json"))}
+    listed = {row["run_id"] for row in _json(rar(root, "list", "--json"))}
     assert cell_runs | {study["run_id"]} <= listed
-    verified = rar(root, env, "verify")
+    verified = rar(root, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     # without the local copies every blob is read from the bucket
-    pushed = rar(root, env, "store", "push", "--drop-local")
+    pushed = rar(root, "store", "push", "--drop-local")
     assert pushed.returncode == 0, pushed.stderr
     assert not list((root / "blobs" / "packs").glob("*.pack"))
-    verified = rar(root, env, "verify")
+    verified = rar(root, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    report = _json(rar(root, env, "study", "report", study["run_id"], "--json"))
+    report = _json(rar(root, "study", "report", study["run_id"], "--json"))
     text = orjson.dumps(report).decode()
     assert "non-reproducible" not in text and "reproducible" in text
     # nothing secret was written into the store's own files

@@ -109,3 +109,11 @@ def test_a_damaged_cache_row_is_never_served_from_the_server(pg_store: Store, pg
         reader.close()
     assert len(calls) == 2
     assert any("does not match its check" in note for note in notes)
+
+
+def test_writing_rows_now_takes_the_queued_ones_along(pg_store: Store, pg_url: str) -> None:
+    pg_store.index.cache_add([_row(1), _row(2)])
+    pg_store.index.cache_put([_row(2), _row(3)])
+    assert _count(pg_url) == 3
+    pg_store.index.cache_flush()
+    assert _count(pg_url) == 3

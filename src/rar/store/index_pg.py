@@ -473,7 +473,11 @@ class PgIndex:
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
         """Write ``rows`` now, in one transaction (with any queued ones)."""
-        values = sorted({row[0]: (*row, row_crc(row)) for row in rows if _storable(row)}.values())
+        merged = {row[0]: (*row, row_crc(row)) for row in rows if _storable(row)}
+        for row in self._cache_queue.take():  # one statement: every row locked in key order
+            if _storable(row):
+                merged.setdefault(row[0], row)
+        values = [merged[key] for key in sorted(merged)]
         if not values:
             return
 

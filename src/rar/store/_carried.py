@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -101,30 +102,47 @@ def carried_literal(line: bytes, digest: str, text: str) -> tuple[int, int] | No
     return pos, len(literal)
 
 
-def decode(literal: bytes, digest: str, raw_size: int, path: Path, *, verify: bool = True) -> bytes:
-    """The blob a carried string literal holds, checked against its digest and size."""
+def decode(
+    literal: bytes,
+    digest: str,
+    raw_size: int,
+    path: Path | Callable[[], Path],
+    *,
+    verify: bool = True,
+) -> bytes:
+    """The blob a carried string literal holds, checked against its digest and size (``path``,
+    or a function giving it, names the log in an error)."""
     try:
         text = orjson.loads(literal)
     except orjson.JSONDecodeError as exc:
-        raise CorruptionError(
-            f"carried blob {digest} is not a JSON string ({exc})", path=path
-        ) from None
+        raise _damaged(f"carried blob {digest} is not a JSON string ({exc})", path) from None
     if type(text) is not str:
-        raise CorruptionError(f"carried blob {digest} is not a JSON string", path=path)
+        raise _damaged(f"carried blob {digest} is not a JSON string", path)
     raw = text.encode("utf-8")
     if len(raw) != raw_size:
-        raise CorruptionError(
-            f"carried blob {digest} has {len(raw)} bytes, its location says {raw_size}", path=path
+        raise _damaged(
+            f"carried blob {digest} has {len(raw)} bytes, its location says {raw_size}", path
         )
     if verify and "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
-        raise CorruptionError(f"carried blob {digest} does not match its digest", path=path)
+        raise _damaged(f"carried blob {digest} does not match its digest", path)
     return raw
 
 
-def read(fd: int, digest: str, location: BlobLocation, path: Path, *, verify: bool = True) -> bytes:
+def _damaged(message: str, path: Path | Callable[[], Path]) -> CorruptionError:
+    return CorruptionError(message, path=path if isinstance(path, Path) else path())
+
+
+def read(
+    fd: int,
+    digest: str,
+    location: BlobLocation,
+    path: Path | Callable[[], Path],
+    *,
+    verify: bool = True,
+) -> bytes:
     literal = os.pread(fd, location.stored_size, location.offset)
     if len(literal) != location.stored_size:
-        raise CorruptionError(f"carried blob {digest} is cut short", path=path)
+        raise _damaged(f"carried blob {digest} is cut short", path)
     return decode(literal, digest, location.raw_size, path, verify=verify)
 
 

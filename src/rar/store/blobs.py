@@ -191,7 +191,7 @@ class PackReader:
             from rar.store import _carried
 
             return _carried.read(
-                fd, digest, location, self.pack_path(location.pack), verify=verify
+                fd, digest, location, lambda: self.pack_path(location.pack), verify=verify
             )
         record = os.pread(fd, HEADER_SIZE + location.stored_size, location.offset)
         if len(record) != HEADER_SIZE + location.stored_size:

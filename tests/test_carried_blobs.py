@@ -224,3 +224,15 @@ def test_the_last_line_of_a_run_carries_nothing(store: Store) -> None:
     assert last["type"] == "run.finished" and "carry" not in last
     assert len(orjson.dumps(last)) < 2048
     assert Store(store.root).resolve_payload(last["result"])["answer"].startswith("a long")
+
+
+def test_a_bad_carry_limit_is_refused_before_anything_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rar.errors import ConfigError
+
+    monkeypatch.setenv("RAR_CARRY_LIMIT", "lots")
+    root = tmp_path / "runs"
+    with pytest.raises(ConfigError, match="RAR_CARRY_LIMIT is 'lots'"):
+        record("refused", store=root, redactor=QUIET)
+    assert not root.exists() or [p.name for p in root.iterdir() if p.is_dir()] in ([], ["blobs"])

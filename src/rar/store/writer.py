@@ -66,6 +66,7 @@ class RunWriter:
         durable: bool = True,
         create: bool = True,
     ) -> None:
+        carry_limit_setting = carry_limit()  # a bad setting is refused before anything is made
         self.store = store
         self.run_id = run_id
         self.dir = store.run_dir(run_id)
@@ -94,7 +95,7 @@ class RunWriter:
         self._unshared: list[PackRecord] = []  # carried in lines not known to be durable yet
         self._mutex = threading.RLock()
         self.linker = Linker(self.put_json, redactor)
-        self._carry_limit = carry_limit()
+        self._carry_limit = carry_limit_setting
         self.redactor = redactor
         self.closed = False
         if self.log.repair is not None:

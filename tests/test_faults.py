@@ -163,6 +163,7 @@ def test_after_a_log_append_failed_the_same_run_continues_once_there_is_space(
 # --- the blob does not fit -----------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_blob_that_does_not_fit_raises_append_error_and_leaves_the_pack_whole(
     tmp_path: Path,
 ) -> None:

@@ -45,6 +45,7 @@ def test_a_changed_byte_anywhere_in_a_log_is_reported(store: Store, position: fl
     }
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_changed_byte_in_a_blob_is_reported(store: Store) -> None:
     record_small_run(store)
     pack = next(store.packs_dir.glob("*.pack"))
@@ -192,6 +193,7 @@ def test_a_damaged_length_in_the_middle_of_a_pack_is_reported_and_the_pack_left_
         fresh.close()
 
 
+@pytest.mark.usefixtures("blobs_in_packs")
 def test_a_torn_record_at_the_end_of_a_pack_is_a_warning_and_stays(store: Store) -> None:
     import struct
 

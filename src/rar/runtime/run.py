@@ -538,7 +538,7 @@ class Run:
         self._before = self._snapshot("before")
 
     def _snapshot(self, phase: str) -> Snapshot:
-        snap = take_snapshot(self.workspace, self._writer.put_blob)
+        snap = take_snapshot(self.workspace, self._writer.put_small)
         self._emit(
             {
                 "type": "snapshot",

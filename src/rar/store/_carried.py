@@ -3,12 +3,13 @@
 A durable effect used to cost two fsyncs: its new blobs in the pack, then its event in the log
 (a blob must be durable before any event names it, and two files need two fsyncs; issuing them
 together does not help on ext4, whose journal commits them one after the other). Now a writer
-puts the new small JSON blobs of an event (messages, chain nodes, payloads of up to
-``CARRY_LIMIT`` bytes) *into that event's line*, under ``"carry"``::
+puts the new small text blobs of an event (messages, chain nodes, payloads, workspace files and
+snapshot trees of up to ``CARRY_LIMIT`` bytes) *into that event's line*, under ``"carry"``::
 
     {"carry":{"sha256:9f…":"{\\"content\\":\\"hi\\",\\"role\\":\\"user\\"}"},"kind":"llm",…}
 
-Each value is the blob's bytes (canonical JSON, so valid UTF-8) as a JSON string. One file, one
+Each value is the blob's bytes (valid UTF-8: canonical JSON is, binary files are not carried) as
+a JSON string, which gives back exactly those bytes. One file, one
 fsync: the line and the blobs it names are durable together, and a later line that names a
 carried blob lies in the same file after it, so it cannot be durable without it.
 

@@ -54,7 +54,7 @@ class EventBase(_Model):
     carry: dict[str, str] | None = Field(
         default=None,
         description="small blobs first needed by this event, carried in its line: digest → the "
-        "blob's bytes (canonical JSON) as a string; readers take them out of the event",
+        "blob's bytes (UTF-8 text) as a string; readers take them out of the event",
     )
 
 

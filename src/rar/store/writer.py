@@ -94,7 +94,7 @@ class RunWriter:
         self._carried: list[PackRecord] = []  # blobs carried in this session's durable lines
         self._unshared: list[PackRecord] = []  # carried in lines not known to be durable yet
         self._mutex = threading.RLock()
-        self.linker = Linker(self.put_json, redactor)
+        self.linker = Linker(self.put_small, redactor)
         self._carry_limit = carry_limit_setting
         self.redactor = redactor
         self.closed = False
@@ -133,9 +133,10 @@ class RunWriter:
             self._pending[digest] = raw
             self.store.pending_blobs[digest] = raw
 
-    def put_json(self, digest: str, raw: bytes) -> None:
-        """Like :meth:`put_blob`, for canonical JSON (a message, a chain node, a payload): when
-        small, the next event carries it in its own line (see :mod:`rar.store._carried`)."""
+    def put_small(self, digest: str, raw: bytes) -> None:
+        """Like :meth:`put_blob`, for a blob that may travel in the next event's line when it is
+        small and UTF-8 text (a message, a chain node, a payload, a workspace file, a snapshot
+        tree; see :mod:`rar.store._carried`); anything else goes to the pack."""
         with self._mutex:
             if digest in self._written:
                 return
@@ -238,7 +239,7 @@ class RunWriter:
         if len(linked.data) <= INLINE_LIMIT:
             ref["value"] = linked
         else:
-            self.put_json(linked.digest, linked.data)
+            self.put_small(linked.digest, linked.data)
         return ref
 
     # --- events ------------------------------------------------------------------------------

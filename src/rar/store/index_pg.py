@@ -155,7 +155,21 @@ def index_url(root: Path) -> str | None:
             f"the index URL {url!r} is not a PostgreSQL one: write postgresql://[user@]host"
             "[:port]/database, or leave RAR_INDEX_URL unset to keep the index in the store"
         )
+    if url is not None and not _psycopg_installed():
+        raise ConfigError(
+            f"the store's index is on PostgreSQL ({url}), which needs psycopg: "
+            "pip install 'rar[postgres]'"
+        )
     return url
+
+
+def _psycopg_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("psycopg") is not None
+    except (ImportError, ValueError):  # a broken install, or imports of it blocked
+        return False
 
 
 class PgIndex:

@@ -236,3 +236,12 @@ def test_a_bad_carry_limit_is_refused_before_anything_is_recorded(
     with pytest.raises(ConfigError, match="RAR_CARRY_LIMIT is 'lots'"):
         record("refused", store=root, redactor=QUIET)
     assert not root.exists() or [p.name for p in root.iterdir() if p.is_dir()] in ([], ["blobs"])
+
+
+def test_a_run_without_fsync_does_not_keep_its_carried_blobs_in_memory(store: Store) -> None:
+    run = record("no fsync", store=store, durable=False, redactor=QUIET)
+    for i in range(50):
+        run.effect("tool", {"i": i}, lambda i=i: {**REPLY, "i": i})
+    assert len(store.pending_blobs) <= 2  # each carried blob is handed over once written
+    run.finish()
+    assert verify_store(Store(store.root), [run.id]).ok

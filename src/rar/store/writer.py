@@ -145,7 +145,7 @@ class RunWriter:
                 self._carry[digest] = raw
 
     def _take_carry(self, known: set[str]) -> dict[str, tuple[str, bytes]]:
-        """The new pending JSON blobs the next line carries; the rest stay pending, for the pack
+        """The new pending text blobs the next line carries; the rest stay pending, for the pack
         (blobs the store holds already are not written again)."""
         taken: dict[str, tuple[str, bytes]] = {}
         total = 0
@@ -154,7 +154,7 @@ class RunWriter:
                 continue
             try:
                 taken[digest] = (raw.decode("utf-8"), raw)
-            except UnicodeDecodeError:  # not JSON after all: the pack takes it
+            except UnicodeDecodeError:  # not UTF-8 text: the pack takes it
                 continue
             total += len(raw)
         self._carry.clear()
@@ -260,7 +260,7 @@ class RunWriter:
                 event["ts"] = utc_now_iso()
                 if not carry:
                     written = self.log.append(event, sync=sync and self.durable)
-                    if self._unshared and sync and self.durable:
+                    if self._unshared and sync:
                         self._share_carried()
                     return written
                 start = self.log.size
@@ -274,7 +274,7 @@ class RunWriter:
                     self._give_back(carry)
                 raise
             self._located(carry, start)
-            if sync and self.durable:
+            if sync or not self.durable:  # durable now (or never promised to be): shared
                 self._share_carried()
             return written
 

@@ -339,6 +339,13 @@ def main() -> None:
     ]
     print()
     print(table(["ratio", "value", "goal", "met"], ratios))
+    _common.summary(
+        f"conversation bytes on disk, {marks[-1]} steps (Canonical messages)",
+        f"{rar_bytes / 1e3:,.0f} kB",
+        f"LangGraph + SqliteSaver {lg_bytes / 1e6:,.1f} MB ({lg_bytes / rar_bytes:.0f}x)",
+        f">= {GOAL_SMALLER:.0f}x smaller",
+        lg_bytes / rar_bytes >= GOAL_SMALLER,
+    )
     if profiler:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(20)

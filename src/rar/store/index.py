@@ -73,6 +73,7 @@ from rar.store.blobs import BlobLocation, PackReader, PackRecord
 from rar.store.index_backend import (
     CacheHit,
     CacheRow,
+    checked_cache_rows,
     checked_hit,
     checked_locations,
     scan_new_records,
@@ -530,11 +531,8 @@ class Index:
 
         def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             columns = ", ".join(CACHE_COLUMNS)
-            rows = conn.execute(f"SELECT {columns}, crc FROM llm_cache {where}", params).fetchall()
-            for row in rows:
-                if row[-1] != row_crc(row[:-1]):
-                    raise IndexLies(f"the cache row {row[0]!r} does not match its check")
-            return [tuple(row[:-1]) for row in rows]
+            rows = conn.execute(f"SELECT {columns}, crc FROM llm_cache {where}", params)
+            return checked_cache_rows(rows.fetchall())
 
         return self._attempt(what, query) or []
 

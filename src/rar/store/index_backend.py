@@ -145,6 +145,17 @@ def checked_locations(
     return {**scanner.locations(), **kept}
 
 
+def checked_cache_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Cache rows read with their ``crc`` last, without it; IndexLies for a row that does not
+    match its check (a damaged cached answer is never served)."""
+    checked: list[tuple[Any, ...]] = []
+    for row in rows:
+        if row[-1] != row_crc(row[:-1]):
+            raise IndexLies(f"the cache row {row[0]!r} does not match its check")
+        checked.append(tuple(row[:-1]))
+    return checked
+
+
 def checked_hit(key: str, row: Sequence[Any] | None) -> CacheHit | None:
     """The cached response a look-up read: the row's columns (``CacheRow``), its ``crc``, then
     the joined blob location's (digest, pack, offset, codec, raw and stored size; all None when

@@ -44,6 +44,7 @@ from rar.store.index_backend import (
     CacheHit,
     CacheRow,
     IndexBackend,
+    checked_cache_rows,
     checked_hit,
     checked_locations,
     scan_new_records,
@@ -546,11 +547,7 @@ class PgIndex:
         sql = f"SELECT {_CACHE_SQL}, crc FROM rar_llm_cache WHERE store_id = %s {where}"
 
         def query(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            rows = conn.execute(sql, (self.store_id, *params)).fetchall()
-            for row in rows:
-                if row[-1] != row_crc(row[:-1]):
-                    raise IndexLies(f"the cache row {row[0]!r} does not match its check")
-            return [tuple(row[:-1]) for row in rows]
+            return checked_cache_rows(conn.execute(sql, (self.store_id, *params)).fetchall())
 
         return self._attempt(what, query) or []
 

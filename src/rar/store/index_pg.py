@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import orjson
 
+from rar._extras import installed
 from rar.errors import ConfigError
 from rar.store._cache_queue import CACHE_BATCH, CacheQueue, flush_at_exit
 from rar.store._locations import location_of
@@ -156,21 +157,12 @@ def index_url(root: Path) -> str | None:
             f"the index URL {url!r} is not a PostgreSQL one: write postgresql://[user@]host"
             "[:port]/database, or leave RAR_INDEX_URL unset to keep the index in the store"
         )
-    if url is not None and not _psycopg_installed():
+    if url is not None and not installed("psycopg"):
         raise ConfigError(
             f"the store's index is on PostgreSQL ({url}), which needs psycopg: "
             "pip install 'rar[postgres]'"
         )
     return url
-
-
-def _psycopg_installed() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("psycopg") is not None
-    except (ImportError, ValueError):  # a broken install, or imports of it blocked
-        return False
 
 
 class PgIndex:

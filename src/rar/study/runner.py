@@ -10,13 +10,13 @@ studies cell by cell.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rar._extras import installed
 from rar.errors import ConfigError
 from rar.runtime.run import Run
 from rar.store.manifest import RunStatus
@@ -130,13 +130,6 @@ def study_entry(run: Run, name: str, cells: list[dict[str, Any]]) -> dict[str, A
     return {"name": name, "counts": counts, "cells": outcomes}
 
 
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a broken install, or imports of it blocked
-        return False
-
-
 def study(
     spec: StudySpec | Mapping[str, Any] | str | Path,
     *,
@@ -156,7 +149,7 @@ def study(
     """
     from rar.replay.engine import execute
 
-    if not _installed("distributed"):
+    if not installed("distributed"):
         raise ConfigError(
             "rar study runs its cells on Dask, which is not installed here: "
             "pip install 'rar[study]' (dask[distributed])"

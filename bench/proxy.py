@@ -438,7 +438,8 @@ def measure(args: argparse.Namespace) -> None:
     report(live, replayed, cpu, rps, count, per_round, args.concurrency, seconds)
     print(
         f"\nwrite+fsync of 300 B on this disk during the run: {median(fsyncs):,.0f} µs (median of "
-        f"{len(fsyncs)} probes of 200); a recorded answer costs one (its event's line carries its blobs)"
+        f"{len(fsyncs)} probes of 200); a recorded answer costs one (its event's line carries "
+        "its blobs)"
     )
     if args.profile:
         print(

@@ -32,10 +32,10 @@ import httpx2
 
 from rar.interop import _answers
 from rar.interop._calls import Call, describe
-from rar.interop._effects import PendingEffect
 from rar.interop._streams import TooLarge
 from rar.interop._upstream import Reply, Upstream
 from rar.interop.transport import MAX_BODY_BYTES, _Recording, _too_large
+from rar.runtime.pending import PendingEffect
 from rar.runtime.run import Run
 
 _DROPPED_RESPONSE = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
@@ -142,7 +142,7 @@ class Relay(_Recording):
         """Record one exchange; raises what the transport raises (a replay miss, a recorded
         error, an upstream failure as an ``httpx2`` error, a RarError)."""
         upstream = self.upstream
-        if upstream is not None and self.cache is None and self.run._source is None:
+        if upstream is not None and self.cache is None and self.run.mode == "record":
             # record mode: nothing but the upstream can answer, so the request goes out first
             # (on a kept-alive connection, before this line returns) and is described and
             # given its effect while the upstream works on it
@@ -181,10 +181,10 @@ class Relay(_Recording):
 
     def _begin_sent(self, call: Call, started: int) -> PendingEffect:
         """The effect of a request already sent (its duration covers the whole exchange)."""
-        return PendingEffect(self.run, call.kind, call.payload, started=started)
+        return self.run.begin_effect(call.kind, call.payload, started=started)
 
     def _open_effect(self, call: Call) -> tuple[PendingEffect, dict[str, Any] | None]:
-        effect = PendingEffect(self.run, call.kind, call.payload)
+        effect = self.run.begin_effect(call.kind, call.payload)
         return effect, self._recorded_result(call, effect)
 
     def _whole(

@@ -24,8 +24,8 @@ from rar.interop import _answers
 
 if TYPE_CHECKING:
     from rar.interop._calls import Call, StreamKind
-    from rar.interop._effects import PendingEffect
     from rar.redaction import Redactor
+    from rar.runtime.pending import PendingEffect
 
 #: The most one streamed answer may hold (as RAR's providers allow).
 MAX_STREAM_BYTES = 64 * 1024 * 1024

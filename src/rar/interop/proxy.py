@@ -191,7 +191,7 @@ class Proxy:
                 durable=durable,
                 redactor=redactor,
             )
-            self.run._source = self._source
+            self.run.serve_from(loaded)
             client: Upstream | None = None
         else:
             if not upstream:

@@ -31,9 +31,9 @@ import httpx2
 
 from rar.interop import _answers
 from rar.interop._calls import Call, describe
-from rar.interop._effects import PendingEffect
 from rar.interop._streams import StreamRecorder, TooLarge
 from rar.llm.cache import ResponseCache, cacheable
+from rar.runtime.pending import PendingEffect
 from rar.runtime.run import Run
 
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_http_client", "http_client"]
@@ -52,7 +52,7 @@ class _Recording:
 
     def _begin(self, request: httpx2.Request, body: bytes) -> tuple[Call, PendingEffect]:
         call = describe(request.method, str(request.url), request.headers, body)
-        return call, PendingEffect(self.run, call.kind, call.payload)
+        return call, self.run.begin_effect(call.kind, call.payload)
 
     def _from_record(self, call: Call, effect: PendingEffect) -> httpx2.Response | None:
         """A replay's recorded answer, or a cache hit; None to ask the upstream."""

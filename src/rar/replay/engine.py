@@ -205,7 +205,7 @@ def replay(
         parent=(source_id, at if at is not None else last_seq),
         **options,
     )
-    run._source = source
+    run.serve_from(source)
     try:
         outcome: tuple[str, Any] = ("result", function(run, **inputs))
     except Exception as exc:
@@ -255,10 +255,7 @@ def _replayable(
 
 
 def _inputs(store: Store, manifest: Manifest) -> dict[str, Any]:
-    return {
-        name: store.resolve_payload(ref.reference())
-        for name, ref in manifest.inputs.items()
-    }
+    return {name: store.resolve_payload(ref.reference()) for name, ref in manifest.inputs.items()}
 
 
 def resume(
@@ -324,8 +321,9 @@ def resume(
     if before is not None:
         tree = store.get_json(before["tree"])
         run._before = Snapshot(before["tree"], tree, before["files"], before["bytes"])
-    run._source = RecordedEffects.load(store, run_id, "resume", events=events)
-    run._source.on_served = progress
+    source = RecordedEffects.load(store, run_id, "resume", events=events)
+    source.on_served = progress
+    run.serve_from(source)
     if due is not None:
         run.log_event(
             "note",
@@ -341,7 +339,7 @@ def resume(
     except Exception as exc:
         outcome = ("error", exc)
     run._resume_log.clear()
-    return _report(store, manifest, events, run, run._source, "resume", outcome)
+    return _report(store, manifest, events, run, source, "resume", outcome)
 
 
 def _report(

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rar.errors import CanonicalizationError, RunClosedError
 from rar.redaction import Redactor
 from rar.runtime import replaying as _replaying
+from rar.runtime.pending import PendingEffect
 from rar.store.manifest import Manifest, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
 from rar.store.store import Store, utc_now_iso
@@ -232,6 +233,29 @@ class Run:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise
         return self._record_result(span, kind, ordinal, request_ref, result, start)
+
+    def begin_effect(self, kind: str, request: Any, *, started: int | None = None) -> PendingEffect:
+        """Take an effect's place now and record its result later (a stream, a long call).
+
+        The effect gets its ordinal in the current span at once, where a replay looks it up;
+        :meth:`PendingEffect.served <rar.runtime.pending.PendingEffect.served>` hands back the
+        recorded result in a replay, and :meth:`~rar.runtime.pending.PendingEffect.finish` or
+        :meth:`~rar.runtime.pending.PendingEffect.fail` records the outcome when it is whole.
+        ``started`` is when the effect began (``time.perf_counter_ns()``) if before this call.
+        """
+        return PendingEffect(self, kind, request, started=started)
+
+    def serve_from(self, source: RecordedEffects) -> None:
+        """Serve this run's effects from a record (replay, fork, ``rar proxy --mode replay``).
+
+        Called once, before the re-executed code makes its first effect; :attr:`mode` then
+        says the source's mode.
+        """
+        if self.finished:
+            raise RunClosedError(self.id)
+        if self._source is not None:
+            raise RuntimeError(f"run {self.id} is already served from run {self._source.run_id}")
+        self._source = source
 
     async def aeffect(self, kind: str, request: Any, perform: Callable[[], Awaitable[T]]) -> T:
         """The asynchronous form of :meth:`effect`."""

@@ -57,6 +57,7 @@ def _start_telemetry(run: Run, telemetry: Any) -> None:
                 "RAR_OTEL is set, but %s; runs are recorded without live spans", exc.message
             )
 
+
 MAX_SEED = MAX_SAFE_INTEGER  # what canonical JSON (RFC 8785) holds exactly
 
 

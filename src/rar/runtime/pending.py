@@ -2,13 +2,24 @@
 
 :meth:`Run.effect <rar.runtime.run.Run.effect>` performs and records in one call, which fits an
 answer read at once. A streamed answer is handed on while it arrives and is whole only at its
-end, so the recording transport takes the effect's place in its span (its ordinal) when the
-request is made — where a replay looks it up — and records the result when the stream ends.
-Without the early ordinal, another effect of the same span during the stream (a clock read, a
-second stream) would take it, and a replay, which serves at request time, would not line up.
+end, so :meth:`Run.begin_effect <rar.runtime.run.Run.begin_effect>` takes the effect's place in
+its span (its ordinal) when the request is made — where a replay looks it up — and the result is
+recorded when the stream ends. Without the early ordinal, another effect of the same span during
+the stream (a clock read, a second stream) would take it, and a replay, which serves at request
+time, would not line up::
+
+    effect = run.begin_effect("llm", request)
+    recorded = effect.served()          # a replay: the recorded result (an error is raised)
+    if recorded is None:                # recording (or live in a fork): perform it
+        try:
+            answer = read_the_whole_stream()
+        except Exception as exc:
+            effect.fail(exc)            # the error is recorded, then raised on
+            raise
+        recorded = effect.finish(answer)  # durable before it returns; redacted as recorded
 
 This is the same sequence as ``Run.effect`` (prepare, serve from the source or perform, record),
-split in two; it drives the Run's own methods for each step.
+split in two. The recording transport and ``rar proxy`` (:mod:`rar.interop`) use it.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ class PendingEffect:
 
     def served(self) -> Any | None:
         """In a replay, the recorded result (a recorded error is raised); None to go live."""
-        if self.run._source is None:
+        if self.run.mode == "record":
             return None
         event = replaying.from_source(
             self.run, self.span, self.ordinal, self.kind, self.request_ref
@@ -56,6 +67,11 @@ class PendingEffect:
 
     def finish(self, result: Any) -> Any:
         """Record ``result`` (durably) and return it as the record holds it (redacted)."""
+        if self.done:
+            raise RuntimeError(
+                f"the {self.kind} effect at {self.span.path} #{self.ordinal} is already "
+                "recorded (or was served from the record); finish() records it once"
+            )
         self.done = True
         return self.run._record_result(
             self.span, self.kind, self.ordinal, self.request_ref, result, self._start

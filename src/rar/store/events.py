@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # schemas are built when first used: only ``rar verify``'s slow path and the tests validate
+    # events, and building all of them costs ~40 ms on every command's import
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PayloadRef(_Model):
@@ -267,7 +269,7 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
 EVENT_MODELS: dict[str, type[EventBase]] = {
     model.model_fields["type"].default: model
     for model in (

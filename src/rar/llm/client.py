@@ -44,7 +44,14 @@ from rar.llm.provider import (
     provider_name,
     provider_template,
 )
-from rar.llm.types import Message, Request, Response, ResponseFormat, StreamChunk
+from rar.llm.types import (
+    ConversationMemo,
+    Message,
+    Request,
+    Response,
+    ResponseFormat,
+    StreamChunk,
+)
 from rar.runtime.run import Run
 from rar.store.store import Store
 
@@ -88,6 +95,7 @@ class _Target:
         # a name or a profile is resolved against the environment: a replay aligns it
         self.aligned = isinstance(spec, str | Profile)
         self._lock = threading.Lock()
+        self._conversation = ConversationMemo()  # the last request's messages, to extend
 
     def rebind(self, profile: Profile) -> None:
         """Use ``profile`` (the recorded configuration, in a replay) instead of the resolved one."""
@@ -136,7 +144,7 @@ class _Target:
         template = provider_template(self.provider)
         if template is not None:
             payload["template"] = template
-        payload["request"] = request.payload()
+        payload["request"] = request.payload(self._conversation)
         return payload
 
 

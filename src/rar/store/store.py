@@ -409,10 +409,27 @@ class Store:
         return is_locked(self.run_dir(run_id))
 
     def display_status(self, row: RunRow) -> str:
-        """The stored status, or ``interrupted`` for a run left RUNNING by a dead writer."""
+        """The stored status, or ``interrupted`` for a run left RUNNING by a dead writer.
+
+        ``row`` may have been read just before its run finished: a writer seals the manifest
+        and only then releases the lock, so once the lock is seen free, the manifest read again
+        says how the run ended. Only a manifest that still says ``running`` is interrupted.
+        """
         if row.status == "running" and not self.is_writing(row.run_id):
-            return "interrupted"
+            now = self._sealed_status(row.run_id)
+            return now if now is not None else "interrupted"
         return row.status
+
+    def _sealed_status(self, run_id: str) -> str | None:
+        """The status the run's manifest holds now, when it is a final one (else None)."""
+        try:
+            data = orjson.loads(read_regular(self.run_dir(run_id) / MANIFEST_NAME))
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        status = data.get("status") if isinstance(data, dict) else None
+        if isinstance(status, str) and status in _STATUSES and status != "running":
+            return status
+        return None
 
     def list_runs(self) -> list[RunRow]:
         """All runs, newest first, with the index brought up to date with the files.

@@ -142,6 +142,73 @@ def test_a_report_file_that_cannot_be_read_is_said_and_the_cells_are_shown(
         path.unlink()
 
 
+def test_a_reported_study_serves_the_figures_its_report_drew(world: dict[str, Any]) -> None:
+    study_id = world["reported"].run_id
+    folder = default_report_dir(Store(world["root"]), study_id)
+    doc = _get(world, f"/api/studies/{study_id}")
+    assert doc["figures"] == [
+        "agreement.svg",
+        "agreement.png",
+        "distributions.svg",
+        "distributions.png",
+    ]
+    assert _get(world, f"/api/studies/{world['again'].run_id}")["figures"] == []
+    for name, media_type, start in (
+        ("agreement.svg", "image/svg+xml", b"<?xml"),
+        ("agreement.png", "image/png", b"\x89PNG"),
+        ("distributions.svg", "image/svg+xml", b"<?xml"),
+        ("distributions.png", "image/png", b"\x89PNG"),
+    ):
+        answer = world["http"].get(f"/api/studies/{study_id}/figures/{name}")
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"].startswith(media_type)
+        assert answer.content.startswith(start)
+        assert answer.content == (folder / name).read_bytes()
+        policy = answer.headers["content-security-policy"]
+        assert "sandbox" in policy and "default-src 'none'" in policy  # an SVG runs no script
+        assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["report.json", "report.md", "agreement.pdf", "%2e%2e%2freport.json", "agreement.svg%00"],
+)
+def test_only_the_report_figures_are_served(world: dict[str, Any], name: str) -> None:
+    answer = world["http"].get(f"/api/studies/{world['reported'].run_id}/figures/{name}")
+    assert answer.status_code == 404
+    assert answer.json()["error"] in ("figure-not-found", "not-found")
+
+
+def test_a_figure_that_is_a_link_or_a_report_directory_that_is_a_link_is_not_followed(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    again = world["again"].run_id
+    folder = default_report_dir(Store(world["root"]), again)
+    outside = tmp_path / "secret.svg"
+    outside.write_text("<svg>not the store's</svg>")
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "agreement.svg"
+    try:
+        os.symlink(outside, link)
+        answer = world["http"].get(f"/api/studies/{again}/figures/agreement.svg")
+        assert answer.status_code == 404 and "symbolic link" in answer.json()["message"]
+        assert b"not the store's" not in answer.content
+    finally:
+        link.unlink()
+        folder.rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "agreement.svg").write_text("<svg>not the store's</svg>")
+    os.symlink(elsewhere, folder)
+    try:
+        answer = world["http"].get(f"/api/studies/{again}/figures/agreement.svg")
+        assert answer.status_code == 404 and b"not the store's" not in answer.content
+    finally:
+        folder.unlink()
+    answer = world["http"].get(f"/api/studies/{world['plain']}/figures/agreement.svg")
+    assert answer.status_code == 404 and answer.json()["error"] == "not-a-study"
+
+
 def test_a_run_that_is_not_a_study_and_an_unknown_id_are_404s(world: dict[str, Any]) -> None:
     answer = world["http"].get(f"/api/studies/{world['plain']}")
     assert answer.status_code == 404 and answer.json()["error"] == "not-a-study"

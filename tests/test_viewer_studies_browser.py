@@ -74,6 +74,16 @@ def test_a_study_is_reached_from_the_run_list_and_shows_its_report(world: dict[s
     disagreeing = page.locator("#study-disagreeing tr.disagreeing-row")
     expect(disagreeing).to_have_count(len(coin["disagreeing"]))
 
+    # the report's figures, drawn by rar study report, shown as pictures that loaded
+    for stem in ("agreement", "distributions"):
+        picture = page.locator(f"#study-figure-{stem} img")
+        expect(picture).to_have_attribute("src", f"/api/studies/{reported}/figures/{stem}.svg")
+        picture.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "(el) => el.complete && el.naturalWidth > 0", arg=picture.element_handle()
+        )
+        expect(page.locator(f"#study-figure-{stem} a.figure-file")).to_have_count(2)
+
     # recorded markup is text: shown, never run
     expect(page.locator("#study-cells .study-answer", has_text=XSS_ANSWER)).to_have_count(5)
     assert page.evaluate("window.__pwned") is None

@@ -37,7 +37,7 @@ def agreement_figure(report: dict[str, Any]) -> Any:
         ("agreement_normalised", "answer agreement (normalised)"),
         ("evidence_jaccard", "evidence overlap (Jaccard)"),
     )
-    figure = Figure(figsize=(7, 1.2 + 0.45 * len(groups) * len(series) / 2))
+    figure = Figure(figsize=(7, 1.8 + 0.45 * len(groups) * len(series) / 2))
     axes = figure.add_subplot()
     height = 0.8 / len(series)
     for index, (key, label) in enumerate(series):
@@ -48,7 +48,8 @@ def agreement_figure(report: dict[str, Any]) -> Any:
     axes.invert_yaxis()
     axes.set_xlim(0, 1.05)
     axes.set_xlabel("share of runs (1 = all seeds agree)")
-    axes.legend(loc="lower left", fontsize="small")
+    # below the axes: inside, it hid the bars of the last group
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=3, fontsize="small")
     figure.tight_layout()
     return figure
 

@@ -27,7 +27,8 @@ Routes (all ``GET``; every answer carries the security headers of :data:`SECURIT
   no ``..``, absolute paths or symbolic links anywhere on the way).
 * ``/api/diff?a=&b=`` — :func:`rar.replay.diff.diff_runs` as a dict.
 * ``/api/studies``, ``/api/studies/{id}`` — the store's studies, and one study's report as
-  ``rar study report`` wrote it (:mod:`rar.viewer.studies`; never computed here).
+  ``rar study report`` wrote it (:mod:`rar.viewer.studies`; never computed here);
+  ``/api/studies/{id}/figures/{name}`` its figures (SVG and PNG).
 * ``/``, ``/runs/{id}``, ``/diff?a=&b=``, ``/studies`` and ``/studies/{id}`` — the static
   page shell ``static/index.html`` (no data is ever put into HTML by the server; an unknown run
   gets a 404 page linking back to the list); ``/static/{name}`` — the viewer's own files (flat,
@@ -75,7 +76,7 @@ from rar.viewer.http import error_response as _error
 from rar.viewer.http import json_response as _json
 from rar.viewer.net import LOOPBACK_HOSTS
 from rar.viewer.reading import StoreReader, build_run_detail, event_matcher, replay_report
-from rar.viewer.studies import studies_document, study_document
+from rar.viewer.studies import figure_response, studies_document, study_document
 
 __all__ = [
     "RUN_SCRIPTS",
@@ -581,6 +582,12 @@ def create_app(
 
         return viewer.with_store(action)
 
+    def study_figure(request: Request) -> Response:
+        ref, name = request.path_params["run_id"], request.path_params["name"]
+        return viewer.with_store(
+            lambda store: figure_response(store, viewer.resolve(store, ref), name)
+        )
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, "not-found", f"nothing at {request.url.path}")
 
@@ -607,6 +614,7 @@ def create_app(
         Route("/api/diff", diff, methods=["GET"]),
         Route("/api/studies", study_list, methods=["GET"]),
         Route("/api/studies/{run_id}", study_detail, methods=["GET"]),
+        Route("/api/studies/{run_id}/figures/{name}", study_figure, methods=["GET"]),
     ]
     jobs = None
     if runs is not None:

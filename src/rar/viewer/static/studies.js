@@ -114,7 +114,7 @@ const STUDY_VIEW = (() => {
     return names;
   }
 
-  function reportSections(root, report) {
+  function reportSections(root, report, doc) {
     const groups = report.groups;
     section(root, "sec-agreement", "Answer agreement across seeds",
       h("p", { class: "muted" }, "The share of a group's runs giving its most common answer, exactly and after " +
@@ -126,6 +126,8 @@ const STUDY_VIEW = (() => {
       groups.map((g, i) => Object.assign([`G${i + 1}`, g.label, g.runs, g.failed, share(g.agreement_exact),
         share(g.agreement_normalised), g.distinct_answers, num(g.evidence_jaccard), share(g.audit_pass_rate),
         g.majority_run ? runLink(g.majority_run) : DASH], { attrs: { class: "group-row", dataset: { key: g.key } } }))));
+
+    figures(root, report, doc);
 
     const values = groups.flatMap((g, i) => Object.entries(g.values || {}).map(([name, v]) =>
       [`G${i + 1}`, name, v.n, v.mean, v.spread, v.stdev, v.cv]));
@@ -170,6 +172,25 @@ const STUDY_VIEW = (() => {
         ["latency", "Latency s"], ["diff", "Diff"]], cells));
   }
 
+  // the report's figures as rar study report drew them (SVG shown, PNG to download); an <img>
+  // runs no script, and the server answers them under the artifacts' policy as well
+  function figures(root, report, doc) {
+    const names = new Set(doc.figures || []);
+    const base = `/api/studies/${encodeURIComponent(doc.id)}/figures/`;
+    const shown = [["agreement", "Answer agreement and evidence overlap per group"],
+      ["distributions", "Cost, tokens and latency of every finished run"]]
+      .filter(([stem]) => names.has(`${stem}.svg`) || names.has(`${stem}.png`))
+      .map(([stem, caption]) => {
+        const file = names.has(`${stem}.svg`) ? `${stem}.svg` : `${stem}.png`;
+        const links = [`${stem}.svg`, `${stem}.png`].filter((n) => names.has(n))
+          .map((n) => h("a", { href: base + n, download: n, class: "figure-file" }, n));
+        return h("figure", { class: "study-figure", id: `study-figure-${stem}` },
+          h("img", { src: base + file, alt: caption }),
+          h("figcaption", {}, caption, " (", ...links.flatMap((a, i) => (i ? [", ", a] : [a])), ")"));
+      });
+    if (shown.length) section(root, "sec-figures", "Figures", ...shown);
+  }
+
   function recordedCells(root, doc) {
     const box = h("div", { class: "error-box no-report", id: "no-report" },
       "This study has no report yet. Make one with ", command(doc.command),
@@ -194,7 +215,7 @@ const STUDY_VIEW = (() => {
     append(root, [h("p", {}, h("a", { href: "/studies", id: "back-to-studies" }, "← all studies")),
       h("h1", {}, `Study ${study.name || study.run_id}`), h("p", { class: "muted" }, study.goal || "")]);
     summary(root, study, doc.report);
-    if (doc.report) reportSections(root, doc.report);
+    if (doc.report) reportSections(root, doc.report, doc);
     else recordedCells(root, doc);
   }
 

@@ -504,6 +504,45 @@ def test_a_sentence_is_never_picked_for_its_position_alone() -> None:
     assert [p.text for p in picks] == ["The spring constant of the coil is 35 N/m."]
 
 
+def test_a_definition_is_what_the_term_is_not_its_value_in_one_case() -> None:
+    # the term followed by its symbol ("Re", "(or NRe)") still opens a definition; "X is 2300"
+    # states a value, and is no definition
+    passages = {
+        "fluids/flow#paragraph_1": "The Reynolds number is 2300 in the pipe of the example, at "
+        "the onset of turbulence.",
+        "fluids/flow#paragraph_2": "The Reynolds number Re (or NRe) is the ratio of inertial "
+        "forces to viscous forces in a flowing fluid.",
+        "fluids/flow#paragraph_3": "Flow with a high Reynolds number is turbulent.",
+    }
+    picks = select(classify("What is the Reynolds number?"), passages)
+    assert picks[0].text.startswith("The Reynolds number Re (or NRe) is the ratio")
+    assert picks[0].ref == "fluids/flow#paragraph_2"
+
+
+def test_a_definition_that_introduces_a_procedure_brings_its_steps_in_order() -> None:
+    passages = {
+        "lab/titration#paragraph_1": "## Titration\n\nA titration is performed as follows:",
+        "lab/titration#paragraph_2": "1. Fill a burette with the titrant of known "
+        "concentration.\n2. Add it slowly to a measured volume of the analyte, with an "
+        "indicator.\n3. Stop at the end point, when the indicator changes colour, and read the\n"
+        "   volume added.",
+        "lab/titration#paragraph_3": "Titration is used in clinical and food laboratories.",
+    }
+    picks = select(classify("What is a titration?"), passages, limit=6)
+    assert [p.text for p in picks[:4]] == [
+        "A titration is performed as follows:",
+        "Fill a burette with the titrant of known concentration.",
+        "Add it slowly to a measured volume of the analyte, with an indicator.",
+        "Stop at the end point, when the indicator changes colour, and read the volume added.",
+    ]
+    assert {p.ref for p in picks[1:4]} == {"lab/titration#paragraph_2"}
+    # a lead-in whose next passage is prose, not a list, brings nothing with it and ranks low
+    prose = {**passages, "lab/titration#paragraph_2": "Burettes are made of glass."}
+    picks = select(classify("What is a titration?"), prose, limit=6)
+    assert picks[0].text == "Titration is used in clinical and food laboratories."
+    assert "Burettes are made of glass." not in [p.text for p in picks]
+
+
 # --- selection in other fields -----------------------------------------------------------------
 
 

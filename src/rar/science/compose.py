@@ -66,9 +66,11 @@ ranks lower; ties keep the order of the passages and sentences:
 * comparison: sentences naming two compared items, or one and a contrast cue (*whereas, unlike,
   than, while, compared with, differs, in contrast, instead, rather than, however*; weaker:
   *both, similar, same*);
-* definition: the sentence *X is the / a ...* first, then *X is / refers to / describes /
-  means ...* (not a passive *X is derived ...*), *... is called X*, *X, the ...*, then the other
-  sentences naming X;
+* definition: the sentence *X is the / a ...* first (X may be followed by its symbol: *X Re (or
+  NRe) is the ...*), then *X is / refers to / describes / means ...* (not a passive *X is derived
+  ...*, nor a value, *X is 40 L*), *... is called X*, *X, the ...*, then the other sentences
+  naming X; a lead-in ending in a colon that the next passage's list completes (*X is performed
+  as follows:*) ranks as a definition and brings the list's items, in order;
 * general: the sentences that cover most key terms.
 
 A kind that finds nothing falls back to the general selection.
@@ -938,7 +940,51 @@ def _select_comparison(question: Question, cands: list[_Sentence]) -> list[Picke
     return _ranked(scored, floor=0.3)
 
 
-def _select_definition(question: Question, cands: list[_Sentence]) -> list[Picked]:
+_LIST_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S")
+_MAX_STEPS = 8
+
+
+def _next_ref(ref: str) -> str | None:
+    match = re.fullmatch(r"(.*#paragraph_)(\d+)", ref)
+    return f"{match.group(1)}{int(match.group(2)) + 1}" if match else None
+
+
+def _list_after(ref: str, passages: Mapping[str, str]) -> str | None:
+    """The ref of the passage after ``ref`` when that passage is a list (numbered or bulleted
+    lines, with their continuation lines), else None."""
+    following = _next_ref(ref)
+    lines = [line for line in passages.get(following or "", "").splitlines() if line.strip()]
+    if not lines or not _LIST_LINE.match(lines[0]):
+        return None
+    if not all(_LIST_LINE.match(line) or line.startswith((" ", "\t")) for line in lines):
+        return None
+    return following
+
+
+def _with_steps(picks: list[Picked], passages: Mapping[str, str]) -> list[Picked]:
+    """A definition that introduces a list ("X is found as follows:") is the list: its items,
+    in the order the passage after it gives them, follow it (a procedure, a set of criteria)."""
+    out: list[Picked] = []
+    taken: set[str] = set()
+    for rank, pick in enumerate(picks):
+        if pick.text in taken:
+            continue
+        out.append(pick)
+        taken.add(pick.text)
+        introduces = rank < 2 and pick.text.rstrip().endswith(":")
+        following = _list_after(pick.ref, passages) if introduces else None
+        if following is None:
+            continue  # not a lead-in, or no list right after it
+        for index, item in enumerate(sentences(passages[following])[:_MAX_STEPS]):
+            if item not in taken:
+                out.append(Picked(item, str(following), round(pick.score - 0.001 * (index + 1), 4)))
+                taken.add(item)
+    return out
+
+
+def _select_definition(
+    question: Question, cands: list[_Sentence], passages: Mapping[str, str]
+) -> list[Picked]:
     subject = question.subject or question.quantity or question.method
     if not subject:
         return []
@@ -949,14 +995,20 @@ def _select_definition(question: Question, cands: list[_Sentence]) -> list[Picke
     else:
         term = rf"(?i:\b{words_pattern(' '.join(words))}\b)"
     passive = r"(?!(?:\w+ly\s+)?(?:\w+ed|written|known|given|taken|seen|shown|found|made)\b)"
+    # "X is 40 L", "X is about 0.6 L/kg": the value in one case, not what X is
+    value = r"(?!(?:about|approximately|roughly|around|nearly|some|typically|only)?\s*[-−+~≈]?\d)"
     verbs = (
-        rf"(?:(?:is|are|was|were)\s+(?:defined|known)\s+as|(?:is|are|was|were)\s+{passive}|"
+        rf"(?:(?:is|are|was|were)\s+(?:defined|known)\s+as|(?:is|are|was|were)\s+{passive}{value}|"
         r"refers? to|means?|denotes?|describes?|represents?|measures?|gives?|estimates?|"
         r"determines?|relates?|states?|expresses|quantifies)"
     )
+    # the term may be followed by its symbol ("The volume of distribution V (or Vd) is the …",
+    # "The activation energy Ea is …"): a short token led by a capital or Greek letter, or one
+    # lower-case letter, with subscripts
+    symbol = r"(?:\s+(?:[A-ZΑ-Ωα-ωΔ][\w\u2080-\u2089½‡′]{0,3}|[a-z][\u2080-\u2089½]?)(?=[\s(,]))?"
     opening = (
-        rf"^(?:[^,.;]{{0,40}},\s*)?(?:(?i:the|a|an)\s+)?(?:\w+\s+)?(?:{term})(?:\s*\([^)]*\))?"
-        r"(?:,[^.;]{0,200}?,)?\s+"
+        rf"^(?:[^,.;]{{0,40}},\s*)?(?:(?i:the|a|an)\s+)?(?:\w+\s+)?(?:{term}){symbol}"
+        r"(?:\s*\([^)]*\))?(?:,[^.;]{0,200}?,)?\s+"
     )
     defining = re.compile(rf"{opening}(?i:{verbs})")
     classic = re.compile(rf"{opening}(?i:is|are)\s+(?i:the|an?|one)\b")
@@ -975,9 +1027,13 @@ def _select_definition(question: Question, cands: list[_Sentence]) -> list[Picke
             form = 1.0
         else:
             form = 0.7 if called.search(s.text) else 0.6 if apposition.search(s.text) else 0.0
-        lead_in = 0.6 * s.text.rstrip().endswith(":")  # "… is found as follows:" says nothing
+        # "… is found as follows:" says nothing by itself, but with the list after it (the
+        # steps of a procedure) it is the definition
+        lead_in = 0.0
+        if s.text.rstrip().endswith(":"):
+            lead_in = -0.2 if _list_after(s.ref, passages) is not None else 0.6
         scored.append((form + s.coverage + 0.3 * s.relevance - lead_in, s))
-    return _ranked(scored, floor=0.0)
+    return _with_steps(_ranked(scored, floor=0.0), passages)
 
 
 # --- method names ------------------------------------------------------------------------------
@@ -1421,7 +1477,7 @@ def select(
     elif question.kind == "comparison":
         picks = _select_comparison(question, cands)
     elif question.kind == "definition":
-        picks = _select_definition(question, cands)
+        picks = _select_definition(question, cands, passages)
     else:
         picks = []
     return (picks or _select_general(cands))[:limit]

@@ -1372,13 +1372,9 @@ def _select_methods(
     # the section a passage opens for a method ("## The two-point method") describes it, though
     # its sentences may repeat none of the question's words: they are candidates for it alone
     eligible = {(c.ref, c.index) for c in cands}
-    section_of = {
-        ref: _first_named(_headings(text), patterns) for ref, text in passages.items()
-    }
+    section_of = {ref: _first_named(_headings(text), patterns) for ref, text in passages.items()}
     if everyone is not None:
-        cands = [
-            s for s in everyone if (s.ref, s.index) in eligible or section_of[s.ref] >= 0
-        ]
+        cands = [s for s in everyone if (s.ref, s.index) in eligible or section_of[s.ref] >= 0]
     named = [[_where(p, s.text) for p in patterns] for s in cands]  # sentence x method
     forms = [m.form() for m in methods]
     home = {ref: _first_named(_doc_text(ref, text), patterns) for ref, text in passages.items()}

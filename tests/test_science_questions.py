@@ -51,6 +51,9 @@ CASES = [
     ("Give the melting temperature of DNA from the curve.", "value", "melting temperature", None,
      True),
     ("What is the pKa of acetic acid?", "value", "pKa", None, False),
+    # "yield" names a quantity before strength / stress / point, and is a verb elsewhere
+    ("What is the yield strength of aluminium 6061?", "value", "yield strength", None, False),
+    ("What activation energy do the data yield?", "value", "activation energy", None, True),
     # methods
     ("What methods are used to calculate activation energy?", "methods", "activation energy",
      None, False),
@@ -201,6 +204,8 @@ def test_only_a_comparison_has_compared_items() -> None:
         ("What does isoconversional mean?", "isoconversional"),
         ("What is meant by the compensation effect?", "compensation effect"),
         ("What is the Kissinger method?", "Kissinger method"),
+        ("What is the yield strength?", "yield strength"),
+        ("What is the 0.2 % offset yield strength?", "0.2 % offset yield strength"),
     ],
 )
 def test_definition_names_its_subject(text: str, subject: str) -> None:

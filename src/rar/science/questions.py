@@ -225,6 +225,9 @@ _NP_BOUNDARY: Final = word_set(
     """
 )
 _WH_WORDS: Final = word_set("what which how why when where who whom whose is are do does")
+# "yield" is a verb ("what do the data yield") except before these nouns of mechanics, where it
+# names a quantity ("the yield strength", "the 0.2 % offset yield stress")
+_YIELD_NOUNS: Final = word_set("strength strengths stress stresses point points criterion surface")
 
 # analysis tokens that frame a question rather than say what it is about
 _FRAME: Final = word_set(
@@ -450,6 +453,9 @@ def _noun_phrase(text: str, *, max_words: int = 7) -> str | None:
         if low in ("and", "or", "&"):
             if not following or following in _WH_WORDS or following in _NP_BOUNDARY:
                 break
+            phrase.append(word)
+            continue
+        if low == "yield" and following in _YIELD_NOUNS:
             phrase.append(word)
             continue
         if low in _NP_BOUNDARY or (phrase and low in _DETERMINERS):

@@ -21,7 +21,7 @@ from rar.science.compose import (
     sentences,
     stated_values,
 )
-from rar.science.questions import classify
+from rar.science.questions import classify, words_pattern
 
 HYDROLOGY = {
     "groundwater-recharge.md": """# Estimating groundwater recharge
@@ -541,6 +541,31 @@ def test_a_definition_that_introduces_a_procedure_brings_its_steps_in_order() ->
     picks = select(classify("What is a titration?"), prose, limit=6)
     assert picks[0].text == "Titration is used in clinical and food laboratories."
     assert "Burettes are made of glass." not in [p.text for p in picks]
+
+
+def test_a_comparison_prefers_the_items_side_by_side_and_a_contrast_by_not() -> None:
+    passages = {
+        "circuits/basics#paragraph_1": "Series circuits and parallel circuits are both used in "
+        "household wiring.",
+        "circuits/basics#paragraph_2": "In a series circuit the current is the same through "
+        "every component; in a parallel circuit the voltage is the same across every branch.",
+        "circuits/basics#paragraph_3": "A parallel circuit keeps working when one branch fails, "
+        "unlike a series circuit.",
+        "circuits/basics#paragraph_4": "The resistances of a series circuit add up, not their "
+        "reciprocals.",
+        "circuits/basics#paragraph_5": "A series circuit was used in the example.",
+    }
+    picks = select(classify("How does a series circuit differ from a parallel circuit?"), passages)
+    refs = [p.ref.rsplit("_", 1)[1] for p in picks]
+    assert refs[0] == "2"  # "A …; B …": each clause gives one side
+    assert refs.index("4") < refs.index("5")  # ", not their reciprocals" contrasts
+
+
+def test_a_name_may_have_an_aside_between_its_words() -> None:
+    pattern = re.compile(words_pattern("engineering stress"), re.IGNORECASE)
+    assert pattern.search("Engineering (nominal) stress and strain refer to the original")
+    assert pattern.search("engineering stress")
+    assert not pattern.search("engineering (see the long note in the appendix) stress")
 
 
 # --- selection in other fields -----------------------------------------------------------------

@@ -64,8 +64,9 @@ ranks lower; ties keep the order of the passages and sentences:
   to, results in, means that, is why, reflects, arises from, explains, depends on, as a result,
   attributed to, accounts for ...*; weaker: *makes, allows, drives, if*);
 * comparison: sentences naming two compared items, or one and a contrast cue (*whereas, unlike,
-  than, while, compared with, differs, in contrast, instead, rather than, however*; weaker:
-  *both, similar, same*);
+  than, while, compared with, differs, in contrast, instead, rather than, however*, *..., not
+  ...*; weaker: *both, similar, same*); strongest, the items side by side in clauses of their
+  own (*in A ...; in B ...*);
 * definition: the sentence *X is the / a ...* first (X may be followed by its symbol: *X Re (or
   NRe) is the ...*), then *X is / refers to / describes / means ...* (not a passive *X is derived
   ...*, nor a value, *X is 40 L*), *... is called X*, *X, the ...*, then the other sentences
@@ -928,12 +929,33 @@ def _select_explanation(
     return _ranked(scored)
 
 
+# "a fixed amount, not a fixed fraction": a contrast within one clause
+_NOT_THAT = re.compile(r",\s+not\s+(?:a|an|the|its|their)?\s*\w+", re.IGNORECASE)
+
+
+def _parallel(items: list[_Key], text: str) -> bool:
+    """Whether the sentence sets the items side by side in clauses of their own ("A refers to
+    …; B refers to …"): two clauses joined by a semicolon, each naming an item the other does
+    not."""
+    clauses = [c for c in text.split(";") if c.strip()]
+    if len(clauses) < 2:
+        return False
+    named = [  # the whole item ("true stress"), not a word it shares with the other ("stress")
+        {i for i, k in enumerate(items) if k.share(c, frozenset(tokenize(c))) == 1} for c in clauses
+    ]
+    return any(a - b and b - a for a, b in itertools.combinations(named, 2))
+
+
 def _select_comparison(question: Question, cands: list[_Sentence]) -> list[Picked]:
     items = [k for k in _keys(question) if k.weight == 1.5]
     scored = []
     for s in cands:
         named = sum(1 for k in items if k.present(s.text, s.tokens))
         contrast = 0.4 if _CONTRAST.search(s.text) else 0.2 if _LIKENESS.search(s.text) else 0.0
+        if named >= 2 and _parallel(items, s.text):
+            contrast = max(contrast, 0.5)
+        elif _NOT_THAT.search(s.text):
+            contrast = max(contrast, 0.3)
         if named >= 2 or (named == 1 and contrast) or (not items and contrast):
             score = (1.0 if named >= 2 else 0.4) + contrast + 0.5 * s.coverage
             scored.append((score + 0.3 * s.relevance, s))

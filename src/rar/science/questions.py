@@ -549,7 +549,8 @@ def _first_known_quantity(text: str) -> str | None:
 
 
 def words_pattern(name: str) -> str:
-    """A regex for a name in words: flexible spaces and hyphens, plural of the last word."""
+    """A regex for a name in words: flexible spaces and hyphens, an aside in parentheses between
+    words, plural of the last word."""
     words = re.findall(r"[^\W_]+", name)
     if not words:
         return re.escape(name)
@@ -562,7 +563,9 @@ def words_pattern(name: str) -> str:
         tail = re.escape(last) + "(?:es)?"
     else:
         tail = re.escape(last) + "(?:e?s)?"
-    return r"[\W_]{1,3}".join([*(re.escape(w) for w in words[:-1]), tail])
+    # words may be apart by a short aside: "engineering (nominal) stress"
+    between = r"(?:[\W_]{1,3}|\s*\([^()]{1,30}\)\s*)"
+    return between.join([*(re.escape(w) for w in words[:-1]), tail])
 
 
 def _method(text: str) -> str | None:

@@ -54,6 +54,8 @@ CASES = [
     # "yield" names a quantity before strength / stress / point, and is a verb elsewhere
     ("What is the yield strength of aluminium 6061?", "value", "yield strength", None, False),
     ("What activation energy do the data yield?", "value", "activation energy", None, True),
+    ("What is the volume of distribution of warfarin?", "value", "volume of distribution", None,
+     False),
     # methods
     ("What methods are used to calculate activation energy?", "methods", "activation energy",
      None, False),
@@ -206,6 +208,7 @@ def test_only_a_comparison_has_compared_items() -> None:
         ("What is the Kissinger method?", "Kissinger method"),
         ("What is the yield strength?", "yield strength"),
         ("What is the 0.2 % offset yield strength?", "0.2 % offset yield strength"),
+        ("What is the volume of distribution?", "volume of distribution"),
     ],
 )
 def test_definition_names_its_subject(text: str, subject: str) -> None:

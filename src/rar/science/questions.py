@@ -210,7 +210,7 @@ _OF_COMPLEMENTS: Final = word_set(
     activation formation reaction combustion vaporization vaporisation fusion sublimation
     solution mixing hydration adsorption dissociation ionization ionisation elasticity rigidity
     inertia motion state sound light gravity friction restitution expansion diffusion rotation
-    conversion
+    conversion distribution
     """
 )
 

@@ -561,6 +561,21 @@ def test_a_comparison_prefers_the_items_side_by_side_and_a_contrast_by_not() -> 
     assert refs.index("4") < refs.index("5")  # ", not their reciprocals" contrasts
 
 
+def test_a_verb_with_its_object_is_not_a_method() -> None:
+    passages = {
+        "pk/doc#paragraph_1": "The elimination rate constant is estimated with the log-linear "
+        "method, which fits a straight line to ln C against time.",
+        "pk/doc#paragraph_2": "With repeated doses the plasma concentration approaches its "
+        "steady state after about five half-lives, which the elimination rate constant "
+        "determines.",
+        "pk/doc#paragraph_3": "The urinary excretion method estimates the elimination rate "
+        "constant from the urine.",
+    }
+    question = classify("What methods are used to estimate the elimination rate constant?")
+    names = [p.name for p in select(question, passages, limit=6)]
+    assert sorted(names) == ["log-linear method", "urinary excretion method"]  # type: ignore[type-var]
+
+
 def test_a_name_may_have_an_aside_between_its_words() -> None:
     pattern = re.compile(words_pattern("engineering stress"), re.IGNORECASE)
     assert pattern.search("Engineering (nominal) stress and strain refer to the original")

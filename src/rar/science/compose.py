@@ -1098,7 +1098,12 @@ _PROPER_METHOD = re.compile(
 _ACRONYM_METHOD = re.compile(
     rf"(?<![\w-])((?:[a-z][\w-]*\s+){{0,3}}[a-z][\w-]*)\s+\(([A-Z][A-Za-z-]*[A-Z])\)\s+{_WORD_RE}\b"
 )
-_LOWER_METHOD = re.compile(rf"(?<![\w-])((?:[a-z][\w-]*\s+){{1,3}}){_LOWER_WORD_RE}\b")
+# "the concentration approaches its steady state", "the laboratory tests the samples": a verb
+# with its object, not a method
+_VERB_OBJECT = r"(?!\s+(?:its|the|a|an|their|this|that|these|those|zero|infinity|\d))"
+_LOWER_METHOD = re.compile(
+    rf"(?<![\w-])((?:[a-z][\w-]*\s+){{1,3}}){_LOWER_WORD_RE}\b{_VERB_OBJECT}"
+)
 _SUCH_AS = re.compile(rf"\b{_WORD_RE}\s+(?:such as|like|including|e\.g\.,?|namely)\s+")
 _LIST_ITEM = re.compile(rf"(?:the\s+)?({PROPER_NAME})(?:['’]s)?(?:\s+{_WORD_RE}\b)?")
 _LIST_SEPARATOR = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")

@@ -416,20 +416,11 @@ class Store:
         says how the run ended. Only a manifest that still says ``running`` is interrupted.
         """
         if row.status == "running" and not self.is_writing(row.run_id):
-            now = self._sealed_status(row.run_id)
-            return now if now is not None else "interrupted"
+            now = self.row_from_files(row.run_id)
+            if now is not None and now.problem is None and now.status not in _OPEN_STATUSES:
+                return now.status
+            return "interrupted"
         return row.status
-
-    def _sealed_status(self, run_id: str) -> str | None:
-        """The status the run's manifest holds now, when it is a final one (else None)."""
-        try:
-            data = orjson.loads(read_regular(self.run_dir(run_id) / MANIFEST_NAME))
-        except (OSError, orjson.JSONDecodeError):
-            return None
-        status = data.get("status") if isinstance(data, dict) else None
-        if isinstance(status, str) and status in _STATUSES and status != "running":
-            return status
-        return None
 
     def list_runs(self) -> list[RunRow]:
         """All runs, newest first, with the index brought up to date with the files.

@@ -63,89 +63,69 @@ def percentile(values: list[float], q: float) -> float:
 # --- the floor: a pass-through proxy recording nothing -------------------------------------------
 
 
-def floor_app(upstream: str, client_kind: str) -> Any:
-    """A pass-through ASGI app: the request upstream, the answer back, nothing recorded."""
-    if client_kind == "rar":
-        return _rar_floor(upstream)
-    client: httpx2.AsyncClient | None = None
+class _Floor:
+    """A pass-through application of the proxy's server: the request upstream, the answer
+    back (streamed as it comes), nothing recorded."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        nonlocal client
-        if await _lifespan(scope, receive, send):
-            return
-        if client is None:
-            client = httpx2.AsyncClient(timeout=60)
-        body = await _body(receive)
-        path = scope["path"].removeprefix("/v1")
-        request = client.build_request(
-            scope["method"], upstream + path, content=body, headers=HEADERS
-        )
-        answer = await client.send(request, stream=True)
+    max_body = 32 * 1024 * 1024
+    body_timeout = 60.0
+
+    def __init__(self, upstream: str, client_kind: str) -> None:
+        self.upstream = upstream
+        self.kind = client_kind
+        self.client: Any = None
+        self.base = httpx2.URL(upstream).raw_path.rstrip(b"/")
+        self.forwarded = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
+
+    async def answer(self, request: Any) -> Any:
+        from rar.interop._server import Reply
+
+        path = request.path.removeprefix("/v1")
+        if self.kind == "httpx2":
+            if self.client is None:
+                self.client = httpx2.AsyncClient(timeout=60)
+            built = self.client.build_request(
+                request.method, self.upstream + path, content=request.body, headers=HEADERS
+            )
+            answer = await self.client.send(built, stream=True)
+            pairs = answer.headers.items()
+            pieces, close = answer.aiter_raw(), answer.aclose
+        else:
+            if self.client is None:
+                from rar.interop._upstream import Upstream
+
+                self.client = Upstream(self.upstream)
+            answer = await self.client.request(
+                request.method, self.base + path.encode(), self.forwarded, request.body
+            )
+            pairs = answer.headers
+            pieces, close = answer.__aiter__(), answer.aclose
         headers = [
             (k.encode(), v.encode())
-            for k, v in answer.headers.items()
+            for k, v in pairs
             if k not in ("content-length", "transfer-encoding", "connection")
         ]
-        start = {"type": "http.response.start", "status": answer.status_code, "headers": headers}
-        await send(start)
-        async for chunk in answer.aiter_raw():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await answer.aclose()
-        await send({"type": "http.response.body", "body": b""})
+        kind = next((v for k, v in headers if k == b"content-type"), b"")
+        if kind.startswith(b"text/event-stream"):
+            return Reply(answer_status(answer), headers, pieces=pieces, aclose=close)
+        body = b"".join([piece async for piece in pieces])
+        await close()
+        return Reply(answer_status(answer), headers, body)
 
-    return app
-
-
-def _rar_floor(upstream: str) -> Any:
-    from rar.interop._upstream import Upstream
-
-    client = Upstream(upstream)
-    base = httpx2.URL(upstream).raw_path.rstrip(b"/")
-    forwarded = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if await _lifespan(scope, receive, send):
-            return
-        body = await _body(receive)
-        target = base + scope["path"].removeprefix("/v1").encode()
-        reply = await client.request(scope["method"], target, forwarded, body)
-        headers = [
-            (k.encode(), v.encode())
-            for k, v in reply.headers
-            if k not in ("content-length", "transfer-encoding", "connection")
-        ]
-        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-        async for chunk in reply:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await reply.aclose()
-        await send({"type": "http.response.body", "body": b""})
-
-    return app
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
 
 
-async def _lifespan(scope: dict[str, Any], receive: Any, send: Any) -> bool:
-    if scope["type"] != "lifespan":
-        return False
-    while (await receive())["type"] != "lifespan.shutdown":
-        await send({"type": "lifespan.startup.complete"})
-    await send({"type": "lifespan.shutdown.complete"})
-    return True
-
-
-async def _body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
+def answer_status(answer: Any) -> int:
+    return int(getattr(answer, "status_code", None) or answer.status)
 
 
 def serve_floor(upstream: str, client_kind: str) -> None:
     from rar.interop._server import bind, make_server
 
     sock = bind("127.0.0.1", 0)
-    server = make_server(floor_app(upstream, client_kind))
+    server = make_server(_Floor(upstream, client_kind))
     print(f"floor at http://127.0.0.1:{sock.getsockname()[1]}/v1 ", flush=True)
     server.run(sockets=[sock])
 

@@ -23,10 +23,13 @@ class ProxyThread:
         *,
         header_timeout: float = 10.0,
         keep_alive: float = 5.0,
+        loop: str = "auto",
         **options: Any,
     ) -> None:
         self.proxy = Proxy(store, **options)
-        self.server = make_server(self.proxy, header_timeout=header_timeout, keep_alive=keep_alive)
+        self.server = make_server(
+            self.proxy, header_timeout=header_timeout, keep_alive=keep_alive, loop=loop
+        )
         self._socket: socket.socket = bind("127.0.0.1", 0)
         self.port = self._socket.getsockname()[1]
         self._thread = threading.Thread(

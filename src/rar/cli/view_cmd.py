@@ -124,7 +124,11 @@ def view_command(
     # which only the token (when there is one) gates
     hosts = None if loopback else ["*"]
     app = create_app(root, allowed_hosts=hosts, runs=runs, access_token=token, port=bound_port)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    # h11 on asyncio's loop whatever else is installed (rar proxy's httptools and uvloop are):
+    # the viewer behaves as it was tested, and it is not latency-bound
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", http="h11", loop="asyncio"
+    )
     server = uvicorn.Server(config)
     what = "starts runs from the page" if allow_runs else "read-only"
     announcer = threading.Thread(

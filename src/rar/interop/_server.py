@@ -1,162 +1,582 @@
-"""The HTTP server under ``rar proxy``: uvicorn's h11 protocol, with the limits it lacks.
+"""The HTTP/1.1 server under ``rar proxy``: llhttp (``httptools``) on asyncio, uvloop when there.
 
-What uvicorn (0.3x, h11) does by itself, and what is added here:
+The proxy's added latency is its purpose's cost, so its server is lean: one
+:class:`asyncio.Protocol` per connection feeding the C parser, a request handed to the
+application as one :class:`Request` (no ASGI messages), and the answer written with as few
+``send(2)`` calls as it allows (head and body of a whole answer in one). uvicorn with h11 took
+~0.36 ms of CPU per proxied call on loopback, this ~0.19 ms (``bench/proxy.py``; see
+docs/design.md).
 
-* **malformed requests** — h11 refuses them (bad request line, bad header, an unknown
-  ``Transfer-Encoding``, headers over ``h11_max_incomplete_event_size``, 64 KiB here): uvicorn
-  answers 400 and closes.
-* **Content-Length with Transfer-Encoding** — h11 does *not* refuse it (it lets chunked win, as
-  RFC 9112 allows); the proxy app answers 400 and closes, so no request can be smuggled.
-* **slow headers** — uvicorn has no timeout for a request whose headers trickle in (its
-  ``timeout_keep_alive`` covers only the idle time between requests, and a fresh connection not
-  at all): :class:`GuardedH11Protocol` answers 408 and closes when the headers of a request are
-  not complete ``header_timeout`` seconds after the connection opened or the request began.
-* **slow bodies and big bodies** — the proxy app reads a body with a deadline (408) and a cap
-  (413), see :class:`rar.interop.proxy.Proxy`.
+What it refuses, each answered with an OpenAI-shaped error and a closed connection (the
+server keeps serving):
 
-Signals: uvicorn re-raises a SIGINT or SIGTERM it caught once it has shut down, which would
-end the process before the session's run is finished; :class:`ProxyServer` keeps the signal
-instead, so the run is sealed ``completed`` and the command exits 0.
+* **malformed HTTP** — whatever llhttp refuses (a bad request line or header, a bare LF, an
+  obsolete line fold, an unknown ``Transfer-Encoding``, duplicate ``Content-Length``): 400;
+  a version other than HTTP/1.0 or 1.1: 505;
+* **Content-Length with Transfer-Encoding** — llhttp refuses it, and the server checks again: 400,
+  so no request can be smuggled past the proxy;
+* **headers over** ``max_header_bytes`` (64 KiB): 431;
+* **slow headers** — a request whose headers are not complete ``header_timeout`` seconds after
+  the connection opened or the request's first byte came: 408;
+* **big and slow bodies** — a body over the application's ``max_body`` (by its
+  ``Content-Length`` or as it arrives): 413; one that does not arrive within the application's
+  ``body_timeout``: 408.
+
+A kept-alive connection idle for ``keep_alive`` seconds is closed quietly. Pipelined requests are
+answered in order, one at a time (reading pauses while one waits). ``Expect: 100-continue`` is
+answered before the body is read.
+
+**Stopping.** :meth:`ProxyServer.run` serves until :attr:`ProxyServer.should_exit` is set or the
+process gets SIGINT/SIGTERM (when run in the main thread; the signal is kept in
+:attr:`ProxyServer.signals`, not raised again, so the session's run is sealed and the command
+exits 0). It stops listening, lets the requests under way finish for up to ``graceful``
+seconds (a second signal cuts that short), then calls the application's ``aclose()``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Protocol
 
-import h11
-import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import httptools
+import orjson
 
 MAX_HEADER_BYTES = 64 * 1024
-_TIMEOUT_BODY = b"the request headers did not arrive in time\n"
-_TIMEOUT_ANSWER = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_TIMEOUT_BODY)
-) + _TIMEOUT_BODY
+LINGER_SECONDS = 2.0  # how long a refused client may go on sending before the close
+LINGER_BYTES = 4 * 1024 * 1024  # and how much of it is read and dropped
+_CHECK_EVERY = 0.1  # seconds between looks at should_exit
+_log = logging.getLogger("rar.proxy")
+_REASONS = {s.value: s.phrase.encode("ascii") for s in HTTPStatus}
 
 
-class _Corked:
-    """A connection's transport whose writes of one event-loop step go out as one.
+@dataclass
+class Request:
+    """One request as the application gets it: names of headers lower-case, body whole."""
 
-    uvicorn writes a response's head, its body and its end separately, each a ``send(2)`` at
-    once: the client is woken for the head alone and again for the body. Here they are joined
-    and sent at the end of the step (``loop.call_soon``), or before a close. Everything else is
-    the transport's own."""
-
-    __slots__ = ("_loop", "_pending", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] | None = None
-
-    def write(self, data: bytes) -> None:
-        if not data:
-            return
-        if self._pending is None:
-            self._pending = [data]
-            self._loop.call_soon(self.flush)
-        else:
-            self._pending.append(data)
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending and not self._transport.is_closing():
-            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
+    method: str
+    path: str
+    query: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes = b""
+    version: str = "1.1"
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's headers (and the writes of one
-    step sent together, see :class:`_Corked`)."""
+@dataclass
+class Reply:
+    """What the application answers: ``body`` whole (sent with its length), or — when
+    ``pieces`` is given — ``body`` first and then each piece as it comes (chunked).
+    ``close``: end the connection after it. ``aclose`` is awaited once the reply was sent, or
+    the client went away."""
 
-    header_timeout = 10.0
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes = b""
+    pieces: AsyncIterator[bytes] | None = None
+    close: bool = False
+    aclose: Any = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self._header_timer: asyncio.TimerHandle | None = None
-        super().connection_made(_Corked(transport, self.loop))  # type: ignore[arg-type]
-        self._arm()
 
-    def data_received(self, data: bytes) -> None:
-        if self.conn.their_state is h11.IDLE and self._header_timer is None:
-            self._arm()  # a new request on a kept-alive connection begins
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm()
+class App(Protocol):
+    """The application the server calls (``rar.interop.proxy.Proxy``)."""
+
+    max_body: int
+    body_timeout: float
+
+    async def answer(self, request: Request) -> Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+def error_reply(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
+    """An OpenAI-shaped error answer."""
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
+    return Reply(status, [(b"content-type", b"application/json")], body)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class _Pending:
+    """A request being parsed."""
+
+    url: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: list[bytes] = field(default_factory=list)
+    size: int = 0
+    keep_alive: bool = True
+    version: str = "1.1"
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parse, queue, answer in order."""
+
+    def __init__(self, server: ProxyServer) -> None:
+        self.server = server
+        self.app = server.app
+        self.loop = server.loop
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.pending: _Pending | None = None
+        self.head_bytes = 0  # bytes of the request under way before its headers were complete
+        self.queue: deque[Request | _Refused | None] = deque()  # None: close after the rest
+        self.busy = False
+        self.closing = False
+        self.lingering = 0  # bytes still to drop after a refusal, before closing
+        self.paused = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_kind = ""
+        self.writable: asyncio.Future[None] | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    # --- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.server.connections.add(self)
+        self._arm("header", self.server.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
         self._disarm()
-        super().connection_lost(exc)
+        self.server.connections.discard(self)
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+        if self.task is None:
+            self.server.idle_changed()
 
-    def _arm(self) -> None:
+    def eof_received(self) -> bool:
+        if self.lingering:
+            self._abort()
+        return False  # half-closed by the client: close
+
+    def pause_writing(self) -> None:
+        self.writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+        self.writable = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            if self.lingering:  # read and dropped, so that the refusal reaches the client
+                self.lingering -= len(data)
+                if self.lingering <= 0:
+                    self._abort()
+            return
+        if self.timer_kind == "idle":  # a kept-alive connection's next request begins
+            self._arm("header", self.server.header_timeout)
+        if self.head_bytes >= 0:  # counted until the headers are complete
+            self.head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # an Upgrade request is answered as a plain one (nothing is upgraded), then closed
+            self.queue.append(None)
+            self._stop_reading()
+            return
+        except httptools.HttpParserCallbackError as exc:
+            refused = exc.__context__ if isinstance(exc.__context__, _Refused) else None
+            self._refuse(refused or _Refused(400, "the request could not be read"))
+            return
+        except httptools.HttpParserError as exc:
+            self._refuse(_Refused(400, f"malformed HTTP request: {exc}"))
+            return
+        if self.head_bytes > self.server.max_header_bytes:
+            self._refuse(_Refused(431, "the request's headers are too large"))
+
+    # --- httptools callbacks ---------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.pending = _Pending()
+        if not self.busy and self.timer_kind != "header":
+            self._arm("header", self.server.header_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        assert self.pending is not None
+        self.pending.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self.pending is not None
+        self.pending.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        pending = self.pending
+        assert pending is not None
+        self.head_bytes = -1  # counting stops until the next request begins
+        version = self.parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise _Refused(505, f"HTTP/{version} is not supported; use HTTP/1.1")
+        names = {name for name, _ in pending.headers}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            raise _Refused(400, "Content-Length and Transfer-Encoding together")
+        length = next((v for k, v in pending.headers if k == b"content-length"), None)
+        if length is not None and int(length) > self.app.max_body:
+            raise _Refused(413, f"request bodies are limited to {self.app.max_body} bytes")
+        pending.keep_alive = self.parser.should_keep_alive()
+        pending.version = version
+        if not self.busy:
+            self._disarm()
+        chunked = b"transfer-encoding" in names
+        if (int(length) == 0) if length is not None else not chunked:
+            return  # no body: on_message_complete follows at once
+        if not self.busy:
+            self._arm("body", self.app.body_timeout)
+        expect = next((v for k, v in pending.headers if k == b"expect"), b"")
+        if expect.lower() == b"100-continue" and version == "1.1" and self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        pending = self.pending
+        assert pending is not None
+        pending.size += len(body)
+        if pending.size > self.app.max_body:
+            raise _Refused(413, f"request bodies are limited to {self.app.max_body} bytes")
+        pending.body.append(body)
+
+    def on_message_complete(self) -> None:
+        pending, self.pending = self.pending, None
+        assert pending is not None
+        self.head_bytes = 0
+        if self.timer_kind == "body":
+            self._disarm()
+        try:
+            url = httptools.parse_url(pending.url)
+        except httptools.HttpParserError:
+            raise _Refused(400, "the request's target is not a path") from None
+        request = Request(
+            self.parser.get_method().decode("ascii"),
+            (url.path or b"/").decode("latin-1"),
+            url.query or b"",
+            pending.headers,
+            pending.body[0] if len(pending.body) == 1 else b"".join(pending.body),
+            pending.version,
+        )
+        self.queue.append(request)
+        if not pending.keep_alive:
+            self.queue.append(None)
+        if self.busy:
+            self._stop_reading()  # one request waits at most; the socket buffers the rest
+        else:
+            self._start()
+
+    # --- answering ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self.busy = True
         self._disarm()
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+        self.task = self.loop.create_task(self._work())
+
+    async def _work(self) -> None:
+        try:
+            while self.queue and not self.closing:
+                item = self.queue.popleft()
+                if item is None:
+                    self._close()
+                    return
+                if isinstance(item, _Refused):
+                    reply = error_reply(item.status, item.message)
+                    await self._send(reply, close=True, linger=True)
+                    return
+                if not await self._answer(item):
+                    return
+        finally:
+            self.busy = False
+            self.task = None
+            if not self.closing:
+                self._resume_reading()
+                if self.pending is None:
+                    self._arm("idle", self.server.keep_alive)
+                elif self.head_bytes < 0:  # the next request's body is on its way
+                    self._arm("body", self.app.body_timeout)
+                else:
+                    self._arm("header", self.server.header_timeout)
+            self.server.idle_changed()
+
+    async def _answer(self, request: Request) -> bool:
+        """Answer one request; False when the connection is closed after it."""
+        try:
+            reply = await self.app.answer(request)
+        except Exception:
+            _log.exception("rar proxy failed to answer %s %s", request.method, request.path)
+            reply = error_reply(500, "rar proxy failed to answer this request", "rar_error")
+        close = reply.close or self.server.stopping
+        if request.method == "HEAD":
+            reply.body, reply.pieces = b"", None
+        elif reply.pieces is not None and request.version == "1.0":
+            close = True  # no chunked encoding in HTTP/1.0: the end of the stream is the close
+        await self._send(reply, close=close, chunked=request.version != "1.0")
+        return not close and not self.closing
+
+    async def _send(
+        self, reply: Reply, *, close: bool, linger: bool = False, chunked: bool = True
+    ) -> None:
+        transport = self.transport
+        assert transport is not None
+        head = [b"HTTP/1.1 %d %s\r\n" % (reply.status, _REASONS.get(reply.status, b""))]
+        head.extend(b"%s: %s\r\n" % pair for pair in reply.headers)
+        if close:
+            head.append(b"connection: close\r\n")
+        try:
+            if reply.pieces is None:
+                head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
+                if not self.closing:
+                    transport.write(b"".join(head) + reply.body)
+            else:
+                frame = _chunk if chunked else _raw
+                head.append(b"transfer-encoding: chunked\r\n\r\n" if chunked else b"\r\n")
+                first = b"".join(head)
+                if reply.body:
+                    first += frame(reply.body)
+                if not self.closing:
+                    transport.write(first)
+                async for piece in reply.pieces:
+                    if self.closing:
+                        break  # the client went away: the rest is not read
+                    if piece:
+                        transport.write(frame(piece))
+                        if self.writable is not None:
+                            await self.writable
+                if chunked and not self.closing:
+                    transport.write(b"0\r\n\r\n")
+        finally:
+            if reply.aclose is not None:
+                await reply.aclose()
+            if close:
+                self._close(linger=linger)
+
+    # --- refusing, timers, flow ----------------------------------------------------------------
+
+    def _refuse(self, refused: _Refused) -> None:
+        """Answer ``refused`` (after the answers under way) and close; read nothing more."""
+        self._stop_reading()
+        self.pending = None
+        self.queue.append(refused)
+        if not self.busy:
+            self._start()
+
+    def _arm(self, kind: str, seconds: float) -> None:
+        self._disarm()
+        self.timer_kind = kind
+        self.timer = self.loop.call_later(seconds, self._expired, kind)
 
     def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.timer_kind = ""
 
-    def _headers_late(self) -> None:
-        self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.write(_TIMEOUT_ANSWER)
+    def _expired(self, kind: str) -> None:
+        self.timer = None
+        self.timer_kind = ""
+        if self.closing or self.busy:
+            return
+        if kind == "idle":
+            self._close()
+        elif kind == "header":
+            self._refuse(_Refused(408, "the request headers did not arrive in time"))
+        else:
+            self._refuse(_Refused(408, "the request body did not arrive in time"))
+
+    def _stop_reading(self) -> None:
+        if not self.paused and self.transport is not None and not self.closing:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.paused and self.transport is not None and not self.queue:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def _close(self, *, linger: bool = False) -> None:
+        if not self.closing:
+            self.closing = True
+            self._disarm()
+            if linger:
+                self._linger()
+            elif self.transport is not None:
+                self.transport.close()
+
+    def _linger(self) -> None:
+        """After a refusal: end our side, then drop what the client still sends for a while.
+
+        Closing a socket with unread bytes in it makes the kernel reset the connection, and a
+        reset can discard the refusal before the client read it (a client still sending an
+        oversize request). So the answer goes out with a FIN, what arrives is read and dropped
+        (up to ``LINGER_BYTES``) and the socket is closed when the client closes its side, or
+        after ``LINGER_SECONDS``."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self.lingering = LINGER_BYTES
+        if self.paused:
+            self.paused = False
+            transport.resume_reading()
+        self.timer = self.loop.call_later(LINGER_SECONDS, self._abort)
+
+    def _abort(self) -> None:
+        self.lingering = 0
+        if self.transport is not None:
             self.transport.close()
 
+    def close_if_idle(self) -> bool:
+        """Close now when no request is under way (shutting down); True if closed."""
+        if self.busy:
+            return False
+        self._close()
+        return True
 
-def protocol_with(header_timeout: float) -> type[GuardedH11Protocol]:
-    return type("GuardedH11", (GuardedH11Protocol,), {"header_timeout": header_timeout})
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-class ProxyServer(uvicorn.Server):
-    """uvicorn's server that keeps a caught SIGINT/SIGTERM (``signals``) instead of raising it
-    again after the shutdown."""
+def _raw(data: bytes) -> bytes:
+    return data
 
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
+
+def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed ("auto") or asked for, else asyncio's."""
+    if kind in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError:
+            if kind == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+class ProxyServer:
+    """Serves ``app`` on listening sockets until told to stop (see the module's docstring)."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        header_timeout: float = 10.0,
+        keep_alive: float = 5.0,
+        graceful: float = 10.0,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        loop: str = "auto",
+    ) -> None:
+        self.app = app
+        self.header_timeout = header_timeout
+        self.keep_alive = keep_alive
+        self.graceful = graceful
+        self.max_header_bytes = max_header_bytes
+        self.loop_kind = loop
+        self.started = False
+        self.should_exit = False
+        self.stopping = False
         self.signals: list[int] = []
+        self.connections: set[_Connection] = set()
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by run
+        self._idle: asyncio.Event | None = None
+        self._force = False
 
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        with super().capture_signals():
+    def run(self, sockets: list[socket.socket]) -> None:
+        """Serve on ``sockets`` (listening already) until stopped; blocks."""
+        self.loop = _new_loop(self.loop_kind)
+        try:
+            self.loop.run_until_complete(self.serve(sockets))
+        finally:
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    async def serve(self, sockets: list[socket.socket]) -> None:
+        loop = self.loop
+        servers = [
+            await loop.create_server(lambda: _Connection(self), sock=sock) for sock in sockets
+        ]
+        handled = self._handle_signals()
+        self.started = True
+        try:
+            while not self.should_exit:
+                await asyncio.sleep(_CHECK_EVERY)
+            await self._shutdown(servers)
+        finally:
+            for number in handled:
+                loop.remove_signal_handler(number)
+
+    def _handle_signals(self) -> list[int]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        handled: list[int] = []
+        for number in (signal.SIGINT, signal.SIGTERM):
             try:
-                yield
-            finally:
-                self.signals.extend(self._captured_signals)
-                self._captured_signals.clear()
+                self.loop.add_signal_handler(number, self._signalled, number)
+            except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover
+                continue
+            handled.append(number)
+        return handled
+
+    def _signalled(self, number: int) -> None:
+        self.signals.append(number)
+        if self.should_exit:  # a second signal: stop waiting for the requests under way
+            self._force = True
+            self.idle_changed()
+        self.should_exit = True
+
+    def idle_changed(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+
+    async def _shutdown(self, servers: list[asyncio.Server]) -> None:
+        self.stopping = True
+        for server in servers:
+            server.close()
+        self._idle = asyncio.Event()
+        deadline = self.loop.time() + self.graceful
+        while not self._force:
+            open_ = [conn for conn in list(self.connections) if not conn.close_if_idle()]
+            if not open_ or self.loop.time() >= deadline:
+                break
+            self._idle.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(_CHECK_EVERY, deadline - self.loop.time())):
+                    await self._idle.wait()
+        tasks = [conn.task for conn in self.connections if conn.task is not None]
+        for conn in list(self.connections):
+            conn._close()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.app.aclose()
 
 
 def make_server(
-    app: Any,
+    app: App,
     *,
     header_timeout: float = 10.0,
     keep_alive: float = 5.0,
     graceful: float = 10.0,
+    loop: str = "auto",
 ) -> ProxyServer:
-    config = uvicorn.Config(
-        app,
-        http=protocol_with(header_timeout),
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,  # nothing reads the client's address: no X-Forwarded-* rewriting
-        timeout_keep_alive=keep_alive,  # type: ignore[arg-type]  # a float works
-        timeout_graceful_shutdown=graceful,  # type: ignore[arg-type]
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+    return ProxyServer(
+        app, header_timeout=header_timeout, keep_alive=keep_alive, graceful=graceful, loop=loop
     )
-    return ProxyServer(config)
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -31,7 +31,7 @@ import asyncio
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx2
@@ -62,8 +62,8 @@ class _Connection(asyncio.Protocol):
     # --- asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # not an isinstance check: uvloop's transports are not asyncio.Transport subclasses
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data

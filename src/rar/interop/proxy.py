@@ -22,15 +22,16 @@ The upstream key is read from the proxy's own environment (``--api-key-env``) an
 upstream as a bearer token; a client's ``Authorization`` (or ``x-api-key``) header is dropped,
 never forwarded or recorded, so clients may use any dummy key.
 
-Hardening (see :mod:`rar.interop._server`): request bodies over ``max_body`` get 413; a
-request whose headers do not arrive within ``header_timeout``, or whose body does not within
-``body_timeout``, gets 408; ``Content-Length`` together with ``Transfer-Encoding`` gets 400;
-malformed HTTP gets 400 (h11). Each of these closes the connection; the proxy keeps serving.
+Hardening (see :mod:`rar.interop._server`, which enforces this session's ``max_body`` and
+``body_timeout``): request bodies over ``max_body`` get 413; a request whose headers do not
+arrive within ``header_timeout``, or whose body does not within ``body_timeout``, gets 408;
+``Content-Length`` together with ``Transfer-Encoding`` gets 400; malformed HTTP gets 400 (llhttp),
+headers over 64 KiB 431. Each of these closes the connection; the proxy keeps serving.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ import orjson
 
 from rar.errors import ConfigError, RarError, UserError
 from rar.interop._relay import Answer, Relay
+from rar.interop._server import Reply, Request, error_reply
 from rar.interop._upstream import Upstream
 from rar.redaction import Redactor
 from rar.replay.source import NondeterminismError, RecordedEffects, ReplayMissError, Served
@@ -211,105 +213,37 @@ class Proxy:
             client = upstream_client or Upstream(self.upstream)
         self.relay = Relay(self.run, self.upstream, client, cache=mode == "cached")
 
-    # --- the ASGI application ----------------------------------------------------------------
+    # --- answering (called by rar.interop._server) ---------------------------------------------
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return
-        headers: list[tuple[bytes, bytes]] = scope["headers"]
-        names = {name for name, _ in headers}
-        if b"content-length" in names and b"transfer-encoding" in names:
-            await _error(send, 400, "Content-Length and Transfer-Encoding together", close=True)
-            return
-        target = route(scope["method"], scope["path"])
+    async def answer(self, request: Request) -> Reply:
+        """The answer to one request (an OpenAI-shaped error for one it cannot serve)."""
+        target = route(request.method, request.path)
         if target is None:
             known = "POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses"
-            await _error(send, 404, f"rar proxy serves {known} and GET /v1/models", "not_found")
-            return
-        length = next((v for k, v in headers if k == b"content-length"), None)
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            await _error(
-                send, 413, f"request bodies are limited to {self.max_body} bytes", close=True
-            )
-            return
-        try:
-            body = await self._read_body(receive)
-        except _TooLarge:
-            await _error(
-                send, 413, f"request bodies are limited to {self.max_body} bytes", close=True
-            )
-            return
-        except TimeoutError:
-            await _error(send, 408, "the request body did not arrive in time", close=True)
-            return
-        except _Gone:
-            return
-        await self._forward(scope, target, headers, body, send)
-
-    async def _read_body(self, receive: Any) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        async with asyncio.timeout(self.body_timeout):
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _Gone
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.max_body:
-                    raise _TooLarge
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def _forward(
-        self,
-        scope: dict[str, Any],
-        target: str,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-        send: Any,
-    ) -> None:
+            return error_reply(404, f"rar proxy serves {known} and GET /v1/models", "not_found")
         self.requests += 1
         relay = self.relay
-        url, raw_target = relay.target(target, scope.get("query_string", b""))
-        forwarded = [(k, v) for k, v in headers if k.lower() not in _DROPPED_REQUEST_BYTES]
-        names = {k.lower() for k, _ in forwarded}
-        for name, value in _DEFAULT_REQUEST:  # what the httpx2 client used to add
-            if name not in names:
-                forwarded.append((name, value))
+        url, raw_target = relay.target(target, request.query)
+        forwarded = [(k, v) for k, v in request.headers if k not in _DROPPED_REQUEST_BYTES]
+        names = {k for k, _ in forwarded}  # what the httpx2 client used to add, if not sent
+        forwarded.extend(pair for pair in _DEFAULT_REQUEST if pair[0] not in names)
         if self._auth is not None:
             forwarded.append((b"authorization", self._auth))
         try:
-            answer = await relay.exchange(scope["method"], url, raw_target, forwarded, body)
+            answer = await relay.exchange(request.method, url, raw_target, forwarded, request.body)
         except (ReplayMissError, NondeterminismError) as exc:
-            await _error(send, 404, exc.message, "rar_replay_miss")
-            return
+            return error_reply(404, exc.message, "rar_replay_miss")
         except httpx2.RequestError as exc:  # transport and decoding errors
-            await _error(
-                send,
-                502,
-                f"the upstream {self.upstream} failed: {type(exc).__name__}",
-                "rar_upstream",
+            return error_reply(
+                502, f"the upstream {self.upstream} failed: {type(exc).__name__}", "rar_upstream"
             )
-            return
         except RarError as exc:
-            await _error(send, 500, exc.message, "rar_error")
-            return
-        await _send(answer, send)
-
-    async def _lifespan(self, receive: Any, send: Any) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.aclose()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+            return error_reply(500, exc.message, "rar_error")
+        if not answer.streamed:
+            return Reply(answer.status, answer.headers, answer.body)
+        return Reply(
+            answer.status, answer.headers, answer.body, pieces=_pieces(answer), aclose=answer.aclose
+        )
 
     # --- the end of the session ----------------------------------------------------------------
 
@@ -387,14 +321,6 @@ def _checked_upstream(url: str) -> str:
     return url.rstrip("/")
 
 
-class _TooLarge(Exception):
-    pass
-
-
-class _Gone(Exception):
-    pass
-
-
 def _bearer(key: str) -> bytes:
     """The ``Authorization`` value for the upstream key (refused if it cannot be a header)."""
     value = f"Bearer {key}"
@@ -406,52 +332,19 @@ def _bearer(key: str) -> bytes:
         raise ConfigError("the upstream API key must be ASCII") from None
 
 
-async def _send(answer: Answer, send: Any) -> None:
-    """Send an answer: whole with its length, or streamed as it comes."""
-    if not answer.streamed:
-        headers = [*answer.headers, (b"content-length", b"%d" % len(answer.body))]
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": answer.body})
-        return
-    await send({"type": "http.response.start", "status": answer.status, "headers": answer.headers})
+async def _pieces(answer: Answer) -> AsyncIterator[bytes]:
+    """A streamed answer's pieces after its first bytes, and an error event where it was cut
+    (upstream now: recorded, never cached; or in the record, served again)."""
     try:
-        if answer.body:
-            await send({"type": "http.response.body", "body": answer.body, "more_body": True})
         if answer.pieces is not None:
             async for chunk in answer.pieces:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                yield chunk
         if answer.error is not None:  # a recorded stream that was cut: cut again
-            await send(_interrupted(answer.error))
-    except httpx2.TransportError as exc:  # cut upstream: recorded, never cached
-        await send(_interrupted(str(exc)))
-    except OSError:  # the client went away: what it was given is recorded
-        pass
-    finally:
-        await answer.aclose()
-    await send({"type": "http.response.body", "body": b""})
+            yield _interrupted(answer.error)
+    except httpx2.TransportError as exc:
+        yield _interrupted(str(exc))
 
 
-def _interrupted(message: str) -> dict[str, Any]:
+def _interrupted(message: str) -> bytes:
     event = {"error": {"message": message, "type": "rar_stream_interrupted"}}
-    return {
-        "type": "http.response.body",
-        "body": b"data: " + orjson.dumps(event) + b"\n\n",
-        "more_body": True,
-    }
-
-
-async def _error(
-    send: Any,
-    status: int,
-    message: str,
-    kind: str = "invalid_request_error",
-    *,
-    close: bool = False,
-) -> None:
-    """An OpenAI-shaped error answer; ``close`` ends the connection after it."""
-    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if close:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    return b"data: " + orjson.dumps(event) + b"\n\n"

@@ -158,18 +158,33 @@ class _NeedsReference(Exception):
     """Internal: the fast path cannot order these keys; use the reference implementation."""
 
 
-def _prepare(value: Any, path: str) -> Any:
-    """Validate ``value`` and replace floats (and Canonical parts) with preformatted fragments."""
+class _Invalid(Exception):
+    """Internal: a value canonical JSON refuses; ``keys`` name where, from the value up (the
+    path is built only for an error, so the walk of a good value never formats one)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.keys: list[str] = []
+
+    def error(self) -> CanonicalizationError:
+        return CanonicalizationError(self.message, path="$" + "".join(reversed(self.keys)))
+
+
+def _prepare(value: Any) -> Any:
+    """Validate ``value`` and replace floats (and Canonical parts) with preformatted fragments.
+
+    Leaves that need nothing (strings, booleans, None, safe integers) are passed over in the
+    loops of their container without a call: they are most of every payload."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return value
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
-        raise CanonicalizationError(
+        raise _Invalid(
             f"integer {value} is outside ±(2**53-1); JSON readers disagree on such numbers, "
-            "so pass it as a string",
-            path=path,
+            "so pass it as a string"
         )
     if kind is float:
         if math.isfinite(value):
@@ -179,19 +194,26 @@ def _prepare(value: Any, path: str) -> Any:
                 if len(_FLOAT_TEXT) < 4096:
                     _FLOAT_TEXT[value] = text
             return _Fragment(text)
-        raise CanonicalizationError(
-            f"{value} is not a JSON number; use null or a string", path=path
-        )
+        raise _Invalid(f"{value} is not a JSON number; use null or a string")
     if kind is dict:
         out: dict[str, Any] | None = None
         for key, item in value.items():
             if type(key) is not str:
-                raise CanonicalizationError(
-                    f"object key {key!r} is a {type(key).__name__}, keys must be strings", path=path
+                raise _Invalid(
+                    f"object key {key!r} is a {type(key).__name__}, keys must be strings"
                 )
             if not key.isascii() and any(ord(c) > 0xFFFF for c in key):
                 raise _NeedsReference
-            new = _prepare(item, f"{path}.{key}")
+            leaf = type(item)
+            if leaf is str or leaf is bool or item is None:
+                continue
+            if leaf is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            try:
+                new = _prepare(item)
+            except _Invalid as exc:
+                exc.keys.append(f".{key}")
+                raise
             if new is not item:
                 if out is None:
                     out = dict(value)
@@ -200,7 +222,16 @@ def _prepare(value: Any, path: str) -> Any:
     if kind is list or kind is tuple:
         items: list[Any] | None = None
         for index, item in enumerate(value):
-            new = _prepare(item, f"{path}[{index}]")
+            leaf = type(item)
+            if leaf is str or leaf is bool or item is None:
+                continue
+            if leaf is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            try:
+                new = _prepare(item)
+            except _Invalid as exc:
+                exc.keys.append(f"[{index}]")
+                raise
             if new is not item:
                 if items is None:
                     items = list(value)
@@ -212,22 +243,29 @@ def _prepare(value: Any, path: str) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
-        return _prepare(str(value), path)
+        return _prepare(str(value))
     if isinstance(value, int):
-        return _prepare(int(value), path)
+        return _prepare(int(value))
     if isinstance(value, float):
-        return _prepare(float(value), path)
+        return _prepare(float(value))
     if isinstance(value, dict):
-        return _prepare(dict(value), path)
+        return _prepare(dict(value))
     if isinstance(value, (list, tuple)):
-        return _prepare(list(value), path)
+        return _prepare(list(value))
     if isinstance(value, Canonical):
         return _Fragment(value.data)
-    raise CanonicalizationError(
+    raise _Invalid(
         f"a {type(value).__name__} is not JSON; convert it first "
-        "(pydantic: model_dump(mode='json'), bytes: base64 or a blob digest)",
-        path=path,
+        "(pydantic: model_dump(mode='json'), bytes: base64 or a blob digest)"
     )
+
+
+def _prepared(value: Any) -> Any:
+    """:func:`_prepare`, its refusal as a :class:`CanonicalizationError` naming the path."""
+    try:
+        return _prepare(value)
+    except _Invalid as exc:
+        raise exc.error() from None
 
 
 def _unwrap(value: Any) -> Any:
@@ -259,7 +297,7 @@ def canonical_reference(value: Any) -> bytes:
 def canonical(value: Any) -> bytes:
     """RFC 8785 canonical JSON bytes of ``value`` (fast path, byte-identical to the reference)."""
     try:
-        prepared = _prepare(value, "$")
+        prepared = _prepared(value)
     except _NeedsReference:
         too_deep = _too_deep(value)
         if too_deep is not None:
@@ -326,12 +364,12 @@ def _prepare_check_only(value: Any) -> None:
         for key, item in value.items():
             _prepare_check_only(item)
             if type(key) is not str:
-                _prepare(value, "$")
+                _prepared(value)
     elif isinstance(value, (list, tuple)):
         for item in value:
             _prepare_check_only(item)
     elif not isinstance(value, Canonical):
-        _prepare(value, "$")
+        _prepared(value)
 
 
 def _recursion_error(value: Any) -> CanonicalizationError:

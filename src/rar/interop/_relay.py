@@ -190,8 +190,10 @@ class Relay(_Recording):
     def _whole(
         self, call: Call, effect: PendingEffect, reply: Reply, data: bytes
     ) -> dict[str, Any]:
+        # served() reads status, headers and body only: strings and an integer, which
+        # canonical JSON keeps as they are, so the result need not be read back
         return self._record_whole_result(
-            call, effect, reply.status, self._kept(reply.headers), data
+            call, effect, reply.status, self._kept(reply.headers), data, read_back=False
         )
 
     async def _stream(self, call: Call, effect: PendingEffect, reply: Reply) -> Answer:

@@ -95,12 +95,19 @@ class _Recording:
         return _answers.replayed(recorded)
 
     def _record_whole_result(
-        self, call: Call, effect: PendingEffect, status: int, headers: list[list[str]], body: bytes
+        self,
+        call: Call,
+        effect: PendingEffect,
+        status: int,
+        headers: list[list[str]],
+        body: bytes,
+        *,
+        read_back: bool = True,
     ) -> dict[str, Any]:
         """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
-        as recorded."""
+        as recorded (``read_back=False``: see :meth:`PendingEffect.finish`)."""
         result = _answers.result_of(call, status, headers, body, streamed=False)
-        recorded: dict[str, Any] = effect.finish(result)
+        recorded: dict[str, Any] = effect.finish(result, read_back=read_back)
         self._recorded(call, effect, recorded, None)
         return recorded
 

@@ -65,8 +65,13 @@ class PendingEffect:
             self.run, self.span, self.ordinal, self.kind, self.request_ref, event
         )
 
-    def finish(self, result: Any) -> Any:
-        """Record ``result`` (durably) and return it as the record holds it (redacted)."""
+    def finish(self, result: Any, *, read_back: bool = True) -> Any:
+        """Record ``result`` (durably) and return it as the record holds it (redacted).
+
+        ``read_back=False`` returns it redacted but not read back through canonical JSON, which
+        saves parsing it again: a caller that reads only its strings, integers, booleans and
+        None (which canonical JSON keeps as they are) gets the same values; a float, a tuple or
+        a non-string key may differ from what a replay serves."""
         if self.done:
             raise RuntimeError(
                 f"the {self.kind} effect at {self.span.path} #{self.ordinal} is already "
@@ -74,7 +79,13 @@ class PendingEffect:
             )
         self.done = True
         return self.run._record_result(
-            self.span, self.kind, self.ordinal, self.request_ref, result, self._start
+            self.span,
+            self.kind,
+            self.ordinal,
+            self.request_ref,
+            result,
+            self._start,
+            read_back=read_back,
         )
 
     def fail(self, exc: BaseException) -> None:

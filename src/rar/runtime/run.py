@@ -292,12 +292,17 @@ class Run:
         request_ref: dict[str, Any],
         result: T,
         start: int,
+        *,
+        read_back: bool = True,
     ) -> T:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
         try:
             # what the agent sees is what was recorded: a replay serves exactly `recorded`
-            result_ref, recorded = self._writer.recorded_payload(redacted, redacted=True)
+            if read_back:
+                result_ref, recorded = self._writer.recorded_payload(redacted, redacted=True)
+            else:  # the caller reads only strings and integers of it (see PendingEffect.finish)
+                result_ref, recorded = self._writer.payload(redacted, redacted=True), redacted
         except CanonicalizationError as exc:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise CanonicalizationError(

@@ -47,6 +47,7 @@ CHAINED_FIELDS: Final = frozenset({"messages"})
 _CHAIN_MARK: Final = f'"{CHAIN_KEY}"'.encode()  # in the bytes of every linked form with a chain
 _MEMO_LIMIT: Final = 200_000
 _PLAIN_CACHE_BYTES: Final = 64 << 20
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})  # nothing to structure in them
 
 PutBlob = Callable[[str, bytes], None]
 GetBlob = Callable[[str], bytes]
@@ -84,13 +85,18 @@ class Linker:
         return Canonical(structured if redacted else self._redact(structured))
 
     def _structure(self, value: Any) -> Any:
-        """Replace chained lists and pre-hashed parts; everything else is returned as is."""
-        if isinstance(value, Canonical):
-            return self._redacted(value)
-        if type(value) is dict:
+        """Replace chained lists and pre-hashed parts; everything else is returned as is.
+
+        (Strings and numbers, most of every payload, are passed over in their container's
+        loop without a call.)"""
+        kind = type(value)
+        if kind is dict:
             out: dict[str, Any] | None = None
             for key, item in value.items():
-                if key in CHAINED_FIELDS and type(item) in (list, tuple) and item:
+                leaf = type(item)
+                if leaf in _LEAVES:
+                    continue
+                if key in CHAINED_FIELDS and (leaf is list or leaf is tuple) and item:
                     new: Any = self._chain(item)
                 else:
                     new = self._structure(item)
@@ -99,11 +105,19 @@ class Linker:
                         out = dict(value)
                     out[key] = new
             return value if out is None else out
-        if type(value) in (list, tuple):
-            items = [self._structure(item) for item in value]
-            if all(a is b for a, b in zip(items, value, strict=True)):
-                return value
-            return items
+        if kind is list or kind is tuple:
+            items: list[Any] | None = None
+            for index, item in enumerate(value):
+                if type(item) in _LEAVES:
+                    continue
+                new = self._structure(item)
+                if new is not item:
+                    if items is None:
+                        items = list(value)
+                    items[index] = new
+            return value if items is None else items
+        if isinstance(value, Canonical):
+            return self._redacted(value)
         return value
 
     def _redacted(self, part: Canonical) -> Canonical:

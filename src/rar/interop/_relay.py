@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ import httpx2
 from rar.interop import _answers
 from rar.interop._calls import Call, describe
 from rar.interop._streams import TooLarge
-from rar.interop._upstream import Reply, Upstream
+from rar.interop._upstream import Exchange, Reply, Upstream
 from rar.interop.transport import MAX_BODY_BYTES, _Recording, _too_large
 from rar.runtime.pending import PendingEffect
 from rar.runtime.run import Run
@@ -131,7 +131,36 @@ class Relay(_Recording):
         url = httpx2.URL(self._base + path + ("?" + query.decode("latin-1") if query else ""))
         return str(url), url.raw_path
 
-    async def exchange(
+    def exchange(
+        self,
+        method: str,
+        url: str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> Awaitable[Answer]:
+        """Start recording one exchange; await what it returns for the answer. Raises (here
+        or when awaited) what the transport raises: a replay miss, a recorded error, an
+        upstream failure as an ``httpx2`` error, a RarError.
+
+        In record mode the request is written upstream before this returns (on a kept-alive
+        connection), so the upstream works on it while the caller goes on."""
+        upstream = self.upstream
+        if upstream is None or self.cache is not None or self.run.mode != "record":
+            return self._looked_up(method, url, target, headers, body)
+        # record mode: nothing but the upstream can answer, so the request goes out first and
+        # is described and given its effect while the upstream works on it
+        started = time.perf_counter_ns()
+        exchange = upstream.send(method, target, headers, body)
+        try:
+            call = describe(method, url, _HeaderView(headers), body)
+            effect = self._begin_sent(call, started)
+        except BaseException:
+            exchange.abandon()
+            raise
+        return self._answered(call, effect, exchange)
+
+    async def _looked_up(
         self,
         method: str,
         url: str,
@@ -139,28 +168,17 @@ class Relay(_Recording):
         headers: list[tuple[bytes, bytes]],
         body: bytes,
     ) -> Answer:
-        """Record one exchange; raises what the transport raises (a replay miss, a recorded
-        error, an upstream failure as an ``httpx2`` error, a RarError)."""
-        upstream = self.upstream
-        if upstream is not None and self.cache is None and self.run.mode == "record":
-            # record mode: nothing but the upstream can answer, so the request goes out first
-            # (on a kept-alive connection, before this line returns) and is described and
-            # given its effect while the upstream works on it
-            started = time.perf_counter_ns()
-            exchange = upstream.send(method, target, headers, body)
-            try:
-                call = describe(method, url, _HeaderView(headers), body)
-                effect = self._begin_sent(call, started)
-            except BaseException:
-                exchange.abandon()
-                raise
-        else:
-            call = describe(method, url, _HeaderView(headers), body)
-            effect, recorded = self._open_effect(call)
-            if recorded is not None:
-                return served(recorded)
-            assert upstream is not None, "a replay serves every request from the record"
-            exchange = upstream.send(method, target, headers, body)
+        """A replay's answer or a cache hit, else the upstream's (recorded)."""
+        call = describe(method, url, _HeaderView(headers), body)
+        effect, recorded = self._open_effect(call)
+        if recorded is not None:
+            return served(recorded)
+        assert self.upstream is not None, "a replay serves every request from the record"
+        exchange = self.upstream.send(method, target, headers, body)
+        return await self._answered(call, effect, exchange)
+
+    async def _answered(self, call: Call, effect: PendingEffect, exchange: Exchange) -> Answer:
+        """The upstream's answer to a request sent, recorded as ``effect``."""
         try:
             reply = await exchange.reply()
         except BaseException as exc:

@@ -42,7 +42,7 @@ import signal
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Protocol
@@ -86,12 +86,14 @@ class Reply:
 
 
 class App(Protocol):
-    """The application the server calls (``rar.interop.proxy.Proxy``)."""
+    """The application the server calls (``rar.interop.proxy.Proxy``). ``answer`` is called
+    as soon as a request is whole (an ``async def`` will do; a plain function returning an
+    awaitable may start work before it returns), and its result awaited."""
 
     max_body: int
     body_timeout: float
 
-    async def answer(self, request: Request) -> Reply: ...
+    def answer(self, request: Request) -> Awaitable[Reply]: ...
 
     async def aclose(self) -> None: ...
 
@@ -137,8 +139,8 @@ class _Connection(asyncio.Protocol):
         self.closing = False
         self.lingering = 0  # bytes still to drop after a refusal, before closing
         self.paused = False
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_kind = ""
+        self.timer_kind = ""  # what happens at the deadline: "header", "body", "idle", "linger"
+        self.deadline = 0.0  # loop time; checked by the server's sweep (see ProxyServer)
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -266,23 +268,42 @@ class _Connection(asyncio.Protocol):
             pending.body[0] if len(pending.body) == 1 else b"".join(pending.body),
             pending.version,
         )
-        self.queue.append(request)
-        if not pending.keep_alive:
-            self.queue.append(None)
         if self.busy:
+            self.queue.append(request)
+            if not pending.keep_alive:
+                self.queue.append(None)
             self._stop_reading()  # one request waits at most; the socket buffers the rest
         else:
-            self._start()
+            if not pending.keep_alive:
+                self.queue.append(None)
+            self._start(request)
 
     # --- answering ---------------------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start(self, request: Request | None = None) -> None:
+        """Answer ``request`` (the application starts on it now, before this returns: a proxy
+        sends it upstream at once), then whatever is queued."""
         self.busy = True
         self._disarm()
-        self.task = self.loop.create_task(self._work())
+        started = self._begin(request) if request is not None else None
+        self.task = self.loop.create_task(self._work(request, started))
 
-    async def _work(self) -> None:
+    def _begin(self, request: Request) -> Awaitable[Reply]:
         try:
+            return self.app.answer(request)
+        except Exception as exc:
+            return _failed(request, exc)
+
+    async def _work(
+        self, request: Request | None = None, started: Awaitable[Reply] | None = None
+    ) -> None:
+        try:
+            if (
+                request is not None
+                and started is not None
+                and not await self._answer(request, started)
+            ):
+                return
             while self.queue and not self.closing:
                 item = self.queue.popleft()
                 if item is None:
@@ -292,7 +313,7 @@ class _Connection(asyncio.Protocol):
                     reply = error_reply(item.status, item.message)
                     await self._send(reply, close=True, linger=True)
                     return
-                if not await self._answer(item):
+                if not await self._answer(item, self._begin(item)):
                     return
         finally:
             self.busy = False
@@ -307,13 +328,12 @@ class _Connection(asyncio.Protocol):
                     self._arm("header", self.server.header_timeout)
             self.server.idle_changed()
 
-    async def _answer(self, request: Request) -> bool:
-        """Answer one request; False when the connection is closed after it."""
+    async def _answer(self, request: Request, started: Awaitable[Reply]) -> bool:
+        """Send the answer to ``request``; False when the connection is closed after it."""
         try:
-            reply = await self.app.answer(request)
-        except Exception:
-            _log.exception("rar proxy failed to answer %s %s", request.method, request.path)
-            reply = error_reply(500, "rar proxy failed to answer this request", "rar_error")
+            reply = await started
+        except Exception as exc:
+            reply = await _failed(request, exc)
         close = reply.close or self.server.stopping
         if request.method == "HEAD":
             reply.body, reply.pieces = b"", None
@@ -370,19 +390,18 @@ class _Connection(asyncio.Protocol):
             self._start()
 
     def _arm(self, kind: str, seconds: float) -> None:
-        self._disarm()
         self.timer_kind = kind
-        self.timer = self.loop.call_later(seconds, self._expired, kind)
+        self.deadline = self.loop.time() + seconds
 
     def _disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         self.timer_kind = ""
 
-    def _expired(self, kind: str) -> None:
-        self.timer = None
+    def expired(self, kind: str) -> None:
+        """The deadline of ``kind`` passed (called by the server's sweep)."""
         self.timer_kind = ""
+        if kind == "linger":
+            self._abort()
+            return
         if self.closing or self.busy:
             return
         if kind == "idle":
@@ -430,10 +449,12 @@ class _Connection(asyncio.Protocol):
         if self.paused:
             self.paused = False
             transport.resume_reading()
-        self.timer = self.loop.call_later(LINGER_SECONDS, self._abort)
+        self._arm("linger", LINGER_SECONDS)
 
     def _abort(self) -> None:
         self.lingering = 0
+        self.closing = True
+        self._disarm()
         if self.transport is not None:
             self.transport.close()
 
@@ -443,6 +464,11 @@ class _Connection(asyncio.Protocol):
             return False
         self._close()
         return True
+
+
+async def _failed(request: Request, exc: Exception) -> Reply:
+    _log.error("rar proxy failed to answer %s %s", request.method, request.path, exc_info=exc)
+    return error_reply(500, "rar proxy failed to answer this request", "rar_error")
 
 
 def _chunk(data: bytes) -> bytes:
@@ -513,7 +539,8 @@ class ProxyServer:
         self.started = True
         try:
             while not self.should_exit:
-                await asyncio.sleep(_CHECK_EVERY)
+                await asyncio.sleep(self._tick)
+                self._sweep()
             await self._shutdown(servers)
         finally:
             for number in handled:
@@ -538,6 +565,20 @@ class ProxyServer:
             self.idle_changed()
         self.should_exit = True
 
+    @property
+    def _tick(self) -> float:
+        """Seconds between sweeps: a tenth of a second, less for shorter timeouts."""
+        shortest = min(self.header_timeout, self.keep_alive, self.app.body_timeout)
+        return max(0.01, min(_CHECK_EVERY, shortest / 4))
+
+    def _sweep(self) -> None:
+        """Act on every connection whose deadline passed. One sweep for all, a few times a
+        second, in place of a timer armed and cancelled for every request."""
+        now = self.loop.time()
+        for conn in list(self.connections):
+            if conn.timer_kind and now >= conn.deadline:
+                conn.expired(conn.timer_kind)
+
     def idle_changed(self) -> None:
         if self._idle is not None:
             self._idle.set()
@@ -554,11 +595,12 @@ class ProxyServer:
                 break
             self._idle.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(_CHECK_EVERY, deadline - self.loop.time())):
+                async with asyncio.timeout(min(self._tick, deadline - self.loop.time())):
                     await self._idle.wait()
+            self._sweep()
         tasks = [conn.task for conn in self.connections if conn.task is not None]
         for conn in list(self.connections):
-            conn._close()
+            conn._abort()
         for task in tasks:
             task.cancel()
         if tasks:

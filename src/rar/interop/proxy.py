@@ -31,7 +31,7 @@ headers over 64 KiB 431. Each of these closes the connection; the proxy keeps se
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,12 +215,15 @@ class Proxy:
 
     # --- answering (called by rar.interop._server) ---------------------------------------------
 
-    async def answer(self, request: Request) -> Reply:
-        """The answer to one request (an OpenAI-shaped error for one it cannot serve)."""
+    def answer(self, request: Request) -> Awaitable[Reply]:
+        """The answer to one request (an OpenAI-shaped error for one it cannot serve). In
+        record mode the request is on its way upstream when this returns; await the result."""
         target = route(request.method, request.path)
         if target is None:
             known = "POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses"
-            return error_reply(404, f"rar proxy serves {known} and GET /v1/models", "not_found")
+            return _ready(
+                error_reply(404, f"rar proxy serves {known} and GET /v1/models", "not_found")
+            )
         self.requests += 1
         relay = self.relay
         url, raw_target = relay.target(target, request.query)
@@ -230,20 +233,33 @@ class Proxy:
         if self._auth is not None:
             forwarded.append((b"authorization", self._auth))
         try:
-            answer = await relay.exchange(request.method, url, raw_target, forwarded, request.body)
-        except (ReplayMissError, NondeterminismError) as exc:
-            return error_reply(404, exc.message, "rar_replay_miss")
-        except httpx2.RequestError as exc:  # transport and decoding errors
-            return error_reply(
-                502, f"the upstream {self.upstream} failed: {type(exc).__name__}", "rar_upstream"
-            )
-        except RarError as exc:
-            return error_reply(500, exc.message, "rar_error")
+            started = relay.exchange(request.method, url, raw_target, forwarded, request.body)
+        except Exception as exc:
+            return _ready(self._failure(exc))
+        return self._reply(started)
+
+    async def _reply(self, started: Awaitable[Answer]) -> Reply:
+        try:
+            answer = await started
+        except Exception as exc:
+            return self._failure(exc)
         if not answer.streamed:
             return Reply(answer.status, answer.headers, answer.body)
         return Reply(
             answer.status, answer.headers, answer.body, pieces=_pieces(answer), aclose=answer.aclose
         )
+
+    def _failure(self, exc: Exception) -> Reply:
+        """The error answer for what an exchange raised (anything else is raised again)."""
+        if isinstance(exc, ReplayMissError | NondeterminismError):
+            return error_reply(404, exc.message, "rar_replay_miss")
+        if isinstance(exc, httpx2.RequestError):  # transport and decoding errors
+            return error_reply(
+                502, f"the upstream {self.upstream} failed: {type(exc).__name__}", "rar_upstream"
+            )
+        if isinstance(exc, RarError):
+            return error_reply(500, exc.message, "rar_error")
+        raise exc
 
     # --- the end of the session ----------------------------------------------------------------
 
@@ -330,6 +346,10 @@ def _bearer(key: str) -> bytes:
         return value.encode("ascii")
     except UnicodeEncodeError:
         raise ConfigError("the upstream API key must be ASCII") from None
+
+
+async def _ready(reply: Reply) -> Reply:
+    return reply
 
 
 async def _pieces(answer: Answer) -> AsyncIterator[bytes]:

@@ -199,7 +199,7 @@ class Relay(_Recording):
 
     def _begin_sent(self, call: Call, started: int) -> PendingEffect:
         """The effect of a request already sent (its duration covers the whole exchange)."""
-        return self.run.begin_effect(call.kind, call.payload, started=started)
+        return self.run.begin_effect(call.kind, call.payload, started=started, waiting=True)
 
     def _open_effect(self, call: Call) -> tuple[PendingEffect, dict[str, Any] | None]:
         effect = self.run.begin_effect(call.kind, call.payload)
@@ -209,9 +209,11 @@ class Relay(_Recording):
         self, call: Call, effect: PendingEffect, reply: Reply, data: bytes
     ) -> dict[str, Any]:
         # served() reads status, headers and body only: strings and an integer, which
-        # canonical JSON keeps as they are, so the result need not be read back
+        # canonical JSON keeps as they are, so the result need not be read back; the headers
+        # are redacted with the rest of the result
+        headers = _answers.kept_pairs(reply.headers)
         return self._record_whole_result(
-            call, effect, reply.status, self._kept(reply.headers), data, read_back=False
+            call, effect, reply.status, headers, data, read_back=False, unseen=True
         )
 
     async def _stream(self, call: Call, effect: PendingEffect, reply: Reply) -> Answer:

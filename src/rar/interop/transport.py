@@ -103,11 +103,12 @@ class _Recording:
         body: bytes,
         *,
         read_back: bool = True,
+        unseen: bool = False,
     ) -> dict[str, Any]:
         """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
         as recorded (``read_back=False``: see :meth:`PendingEffect.finish`)."""
         result = _answers.result_of(call, status, headers, body, streamed=False)
-        recorded: dict[str, Any] = effect.finish(result, read_back=read_back)
+        recorded: dict[str, Any] = effect.finish(result, read_back=read_back, unseen=unseen)
         self._recorded(call, effect, recorded, None)
         return recorded
 

@@ -65,13 +65,17 @@ class PendingEffect:
             self.run, self.span, self.ordinal, self.kind, self.request_ref, event
         )
 
-    def finish(self, result: Any, *, read_back: bool = True) -> Any:
+    def finish(self, result: Any, *, read_back: bool = True, unseen: bool = False) -> Any:
         """Record ``result`` (durably) and return it as the record holds it (redacted).
 
         ``read_back=False`` returns it redacted but not read back through canonical JSON, which
         saves parsing it again: a caller that reads only its strings, integers, booleans and
         None (which canonical JSON keeps as they are) gets the same values; a float, a tuple or
-        a non-string key may differ from what a replay serves."""
+        a non-string key may differ from what a replay serves.
+
+        ``unseen=True`` (with ``read_back=False``) says ``result`` holds an answer just received
+        from outside, which the store cannot be expected to hold: it is written without asking
+        (see :meth:`RunWriter.payload <rar.store.writer.RunWriter.payload>`)."""
         if self.done:
             raise RuntimeError(
                 f"the {self.kind} effect at {self.span.path} #{self.ordinal} is already "
@@ -86,6 +90,7 @@ class PendingEffect:
             result,
             self._start,
             read_back=read_back,
+            unseen=unseen,
         )
 
     def fail(self, exc: BaseException) -> None:

@@ -234,7 +234,9 @@ class Run:
             raise
         return self._record_result(span, kind, ordinal, request_ref, result, start)
 
-    def begin_effect(self, kind: str, request: Any, *, started: int | None = None) -> PendingEffect:
+    def begin_effect(
+        self, kind: str, request: Any, *, started: int | None = None, waiting: bool = False
+    ) -> PendingEffect:
         """Take an effect's place now and record its result later (a stream, a long call).
 
         The effect gets its ordinal in the current span at once, where a replay looks it up;
@@ -242,8 +244,14 @@ class Run:
         recorded result in a replay, and :meth:`~rar.runtime.pending.PendingEffect.finish` or
         :meth:`~rar.runtime.pending.PendingEffect.fail` records the outcome when it is whole.
         ``started`` is when the effect began (``time.perf_counter_ns()``) if before this call.
+        ``waiting=True`` says the caller now waits for the outcome (a request on its way): the
+        store is asked meanwhile which of the request's blobs it holds, a question recording
+        the outcome then need not ask.
         """
-        return PendingEffect(self, kind, request, started=started)
+        effect = PendingEffect(self, kind, request, started=started)
+        if waiting:
+            self._writer.check_pending()
+        return effect
 
     def serve_from(self, source: RecordedEffects) -> None:
         """Serve this run's effects from a record (replay, fork, ``rar proxy --mode replay``).
@@ -294,6 +302,7 @@ class Run:
         start: int,
         *,
         read_back: bool = True,
+        unseen: bool = False,
     ) -> T:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
@@ -302,7 +311,8 @@ class Run:
             if read_back:
                 result_ref, recorded = self._writer.recorded_payload(redacted, redacted=True)
             else:  # the caller reads only strings and integers of it (see PendingEffect.finish)
-                result_ref, recorded = self._writer.payload(redacted, redacted=True), redacted
+                result_ref = self._writer.payload(redacted, redacted=True, unseen=unseen)
+                recorded = redacted
         except CanonicalizationError as exc:
             self._record_error(span, kind, ordinal, request_ref, exc, start)
             raise CanonicalizationError(

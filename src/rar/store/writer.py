@@ -90,6 +90,9 @@ class RunWriter:
         self._written: set[str] = set()
         self._pending: dict[str, bytes] = {}
         self._carry: dict[str, bytes] = {}  # pending JSON blobs the next event may carry
+        # pending blobs the store was asked about early (check_pending): held there or not
+        self._checked: dict[str, bool] = {}
+        self._unseen: set[str] = set()  # pending blobs not asked about at all (see payload)
         self._new: list[PackRecord] = []
         self._carried: list[PackRecord] = []  # blobs carried in this session's durable lines
         self._unshared: list[PackRecord] = []  # carried in lines not known to be durable yet
@@ -133,16 +136,41 @@ class RunWriter:
             self._pending[digest] = raw
             self.store.pending_blobs[digest] = raw
 
-    def put_small(self, digest: str, raw: bytes) -> None:
+    def put_small(self, digest: str, raw: bytes, *, unseen: bool = False) -> None:
         """Like :meth:`put_blob`, for a blob that may travel in the next event's line when it is
         small and UTF-8 text (a message, a chain node, a payload, a workspace file, a snapshot
-        tree; see :mod:`rar.store._carried`); anything else goes to the pack."""
+        tree; see :mod:`rar.store._carried`); anything else goes to the pack. ``unseen``: see
+        :meth:`payload`."""
         with self._mutex:
             if digest in self._written:
                 return
             self.put_blob(digest, raw)
             if len(raw) <= self._carry_limit:
                 self._carry[digest] = raw
+            if unseen:
+                self._unseen.add(digest)
+
+    def check_pending(self) -> None:
+        """Ask the store now which pending blobs it holds, so that the next append need not.
+
+        For a writer about to wait (a request sent, its answer awaited): the question is then
+        off the path from the answer to its record. A blob another writer stores in between
+        is written again, as when two writers store one blob at the same moment: a second
+        copy of the same bytes, never a missing one."""
+        with self._mutex:
+            ask = [d for d in self._pending if d not in self._checked and d not in self._unseen]
+            if ask:
+                known = self.store.known_blobs(ask)
+                for digest in ask:
+                    self._checked[digest] = digest in known
+
+    def _known_pending(self) -> set[str]:
+        """Which pending blobs the store holds (asked now, unless asked early or unseen)."""
+        ask = [d for d in self._pending if d not in self._checked and d not in self._unseen]
+        known = self.store.known_blobs(ask) if ask else set()
+        if self._checked:
+            known.update(d for d, held in self._checked.items() if held)
+        return known
 
     def _take_carry(self, known: set[str]) -> dict[str, tuple[str, bytes]]:
         """The new pending text blobs the next line carries; the rest stay pending, for the pack
@@ -195,7 +223,7 @@ class RunWriter:
         """Write pending blobs the store does not hold yet: one index query, one write."""
         with self._mutex:
             if self._pending:
-                self._write_pack(self.store.known_blobs(list(self._pending)))
+                self._write_pack(self._known_pending())
 
     def _write_pack(self, known: set[str]) -> None:
         fresh = [(d, raw) for d, raw in self._pending.items() if d not in known]
@@ -208,12 +236,21 @@ class RunWriter:
             self.store.pending_blobs.pop(digest, None)
         self._pending.clear()
         self._carry.clear()
+        self._checked.clear()
+        self._unseen.clear()
 
-    def payload(self, value: Any, *, redacted: bool = False) -> dict[str, Any]:
-        """Redact and link ``value``; return its reference (inline when small)."""
+    def payload(
+        self, value: Any, *, redacted: bool = False, unseen: bool = False
+    ) -> dict[str, Any]:
+        """Redact and link ``value``; return its reference (inline when small).
+
+        ``unseen=True`` says ``value`` holds bytes just received from outside (an upstream's
+        answer, with its own id and date), which the store cannot be expected to hold: its blob
+        is written without asking. Should the store hold it after all, it keeps a second copy,
+        as it may when two writers store one blob at once."""
         with self._mutex:
             linked = self.linker.link(value, redacted=redacted)
-            return self.ref_for(linked)
+            return self.ref_for(linked, unseen=unseen)
 
     def recorded_payload(self, value: Any, *, redacted: bool = False) -> tuple[dict[str, Any], Any]:
         """The reference of ``value`` and the value exactly as a reader of the record gets it.
@@ -234,12 +271,12 @@ class RunWriter:
             ref["value"] = ref["value"].value
         return ref
 
-    def ref_for(self, linked: Canonical) -> dict[str, Any]:
+    def ref_for(self, linked: Canonical, *, unseen: bool = False) -> dict[str, Any]:
         ref: dict[str, Any] = {"digest": linked.digest, "size": len(linked.data)}
         if len(linked.data) <= INLINE_LIMIT:
             ref["value"] = linked
         else:
-            self.put_small(linked.digest, linked.data)
+            self.put_small(linked.digest, linked.data, unseen=unseen)
         return ref
 
     # --- events ------------------------------------------------------------------------------
@@ -249,7 +286,7 @@ class RunWriter:
             carry = None
             try:
                 if self._pending:
-                    known = self.store.known_blobs(list(self._pending))
+                    known = self._known_pending()
                     # a run's last line stays short: `rar list` reads it from the log's end
                     if self._carry and event.get("type") != "run.finished":
                         carry = self._take_carry(known)

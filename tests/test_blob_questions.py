@@ -1,0 +1,107 @@
+"""When a writer asks the store which blobs it holds (its dedup check): once per appended line,
+earlier for an effect begun with ``waiting=True``, and never for a result recorded as
+``unseen`` (an upstream's answer) — with the same record and the same blobs stored once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rar.redaction import Redactor
+from rar.runtime.run import Run
+from rar.runtime.start import record
+from rar.store.store import Store
+from rar.store.verify import verify_store
+
+QUIET = Redactor(env={})
+SYSTEM = {"role": "system", "content": "You answer in one sentence. " * 12}
+
+
+class Questions:
+    """Counts the store's known_blobs calls and the digests each asked about."""
+
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked: list[list[str]] = []
+        original = store.known_blobs
+
+        def counting(digests: list[str]) -> set[str]:
+            self.asked.append(list(digests))
+            return original(digests)
+
+        monkeypatch.setattr(store, "known_blobs", counting)
+
+
+def answer(i: int) -> dict[str, Any]:
+    return {"http": {"status": 200, "body": f"answer {i} " + "y" * 600}, "cached": False}
+
+
+def call(run: Run, i: int, **finish: Any) -> dict[str, Any]:
+    effect = run.begin_effect(
+        "llm",
+        {"model": "m", "messages": [SYSTEM, {"role": "user", "content": f"q{i} " + "x" * 400}]},
+        waiting=bool(finish.pop("waiting", False)),
+    )
+    result: dict[str, Any] = effect.finish(answer(i), **finish)
+    return result
+
+
+def test_an_effect_begun_waiting_asks_before_its_answer_and_not_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = record("asks early", store=store, redactor=QUIET)
+    questions = Questions(store, monkeypatch)
+    effect = run.begin_effect("llm", {"model": "m", "messages": [SYSTEM]}, waiting=True)
+    assert len(questions.asked) == 1, "the request's blobs are asked about while waiting"
+    early = set(questions.asked[0])
+    effect.finish(answer(0))
+    later = {d for asked in questions.asked[1:] for d in asked}
+    assert not early & later, "a blob asked about early is not asked about again"
+    run.finish()
+    assert verify_store(store, [run.id]).ok
+
+
+def test_an_unseen_result_is_not_asked_about_and_reads_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = record("unseen", store=store, redactor=QUIET)
+    questions = Questions(store, monkeypatch)
+    served = call(run, 1, waiting=True, read_back=False, unseen=True)
+    run.finish()
+    assert questions.asked == [questions.asked[0]], "one question, before the answer"
+    event = next(e for e in store.events(run.id) if e.get("type") == "effect")
+    assert event["result"]["digest"] not in questions.asked[0]
+    assert store.resolve_payload(event["result"]) == served == answer(1)
+    assert verify_store(store, [run.id]).ok
+
+
+def test_blobs_another_run_stored_are_not_stored_again_when_asked_early(
+    store: Store,
+) -> None:
+    first = record("first", store=store, redactor=QUIET)
+    call(first, 1, waiting=True)
+    first.finish()
+    size = store.run_dir(first.id).joinpath("events.jsonl").stat().st_size
+    second = record("second", store=store, redactor=QUIET)
+    call(second, 1, waiting=True)  # the same request and answer: every blob is known
+    second.finish()
+    lines = store.run_dir(second.id).joinpath("events.jsonl").read_bytes().splitlines()
+    effect_line = next(line for line in lines if b'"type":"effect"' in line)
+    assert b'"carry"' not in effect_line, "known blobs travel again"
+    assert store.run_dir(second.id).joinpath("events.jsonl").stat().st_size < size
+    assert verify_store(store).ok
+
+
+def test_an_unseen_result_the_store_holds_is_a_second_copy_and_verifies(store: Store) -> None:
+    first = record("first", store=store, redactor=QUIET)
+    call(first, 1, read_back=False, unseen=True)
+    first.finish()
+    second = record("second", store=store, redactor=QUIET)
+    call(second, 1, read_back=False, unseen=True)  # the very same answer, told unseen
+    second.finish()
+    effects = [
+        next(e for e in store.events(r) if e.get("type") == "effect") for r in (first.id, second.id)
+    ]
+    assert effects[0]["result"]["digest"] == effects[1]["result"]["digest"]
+    assert all(store.resolve_payload(e["result"]) == answer(1) for e in effects)
+    assert verify_store(store).ok

@@ -105,3 +105,22 @@ def test_an_unseen_result_the_store_holds_is_a_second_copy_and_verifies(store: S
     assert effects[0]["result"]["digest"] == effects[1]["result"]["digest"]
     assert all(store.resolve_payload(e["result"]) == answer(1) for e in effects)
     assert verify_store(store).ok
+
+
+def test_a_carried_blob_is_readable_before_its_line_is_settled_and_indexed_after(
+    store: Store,
+) -> None:
+    """``append`` leaves locating a line's carried blobs for later (``settle``, which the
+    proxy calls once its answer is sent, and every later append or close does first)."""
+    run = record("settled later", store=store, redactor=QUIET)
+    served = call(run, 3, read_back=False, unseen=True)
+    writer = run._writer
+    assert writer._unlocated, "the line's carried blobs are located later"
+    event = next(e for e in store.events(run.id) if e.get("type") == "effect")
+    assert store.resolve_payload(event["result"]) == served  # readable meanwhile
+    run.settle()
+    assert not writer._unlocated
+    run.finish()
+    reread = Store(store.root)
+    assert reread.locate_blob(event["result"]["digest"]) is not None
+    assert verify_store(reread, [run.id]).ok

@@ -22,6 +22,7 @@ the request was sent.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -195,6 +196,8 @@ class Relay(_Recording):
         finally:
             await reply.aclose()
         recorded = self._whole(call, effect, reply, data)
+        # the store's bookkeeping of the record comes after the answer is on its way
+        asyncio.get_running_loop().call_soon(self.run.settle)
         return served(recorded)
 
     def _begin_sent(self, call: Call, started: int) -> PendingEffect:

@@ -370,6 +370,12 @@ class Run:
         if self._observers:
             self._notify_effect(event, span.requests.pop(ordinal, None), value)
 
+    def settle(self) -> None:
+        """Do now the store's bookkeeping of the records written last (where their lines hold
+        the blobs they carry), which is otherwise done before the next record: a caller that
+        hands a result on first (``rar proxy`` sends its answer) calls this afterwards."""
+        self._writer.settle()
+
     def add_stats(self, section: str, values: dict[str, float | int]) -> None:
         """Add numbers to the run's statistics (``manifest.stats[section]``), e.g. model usage."""
         with self._stats_lock:

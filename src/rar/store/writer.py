@@ -96,6 +96,10 @@ class RunWriter:
         self._new: list[PackRecord] = []
         self._carried: list[PackRecord] = []  # blobs carried in this session's durable lines
         self._unshared: list[PackRecord] = []  # carried in lines not known to be durable yet
+        # lines written whose carried blobs are not located yet (see settle), and whether the
+        # last of them is durable
+        self._unlocated: list[tuple[dict[str, tuple[str, bytes]], int, bytes]] = []
+        self._share_due = False
         self._mutex = threading.RLock()
         self.linker = Linker(self.put_small, redactor)
         self._carry_limit = carry_limit_setting
@@ -197,9 +201,22 @@ class RunWriter:
             self._carry[digest] = raw
             self.store.pending_blobs[digest] = raw
 
-    def _located(self, carry: dict[str, tuple[str, bytes]], start: int) -> None:
-        """Where the line just written (at ``start``) holds each blob it carries."""
-        line = self.log.last_line
+    def settle(self) -> None:
+        """Note where the lines written so far hold the blobs they carry, and share those of
+        durable lines (:meth:`_share_carried`). ``append`` leaves this to be done later so that
+        the caller can hand its result on first; it is done before anything else the writer
+        does, and a carried blob is readable meanwhile (it stays among the pending blobs)."""
+        with self._mutex:
+            if self._unlocated:
+                for carry, start, line in self._unlocated:
+                    self._located(carry, start, line)
+                self._unlocated.clear()
+            if self._share_due:
+                self._share_due = False
+                self._share_carried()
+
+    def _located(self, carry: dict[str, tuple[str, bytes]], start: int, line: bytes) -> None:
+        """Where ``line``, written at ``start``, holds each blob it carries."""
         name = log_pack(self.run_id)
         for digest, (text, raw) in carry.items():
             found = carried_literal(line, digest, text)
@@ -222,6 +239,7 @@ class RunWriter:
     def flush_blobs(self) -> None:
         """Write pending blobs the store does not hold yet: one index query, one write."""
         with self._mutex:
+            self.settle()
             if self._pending:
                 self._write_pack(self._known_pending())
 
@@ -282,7 +300,10 @@ class RunWriter:
     # --- events ------------------------------------------------------------------------------
 
     def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
+        """Write ``event`` as the log's next line (durable first when ``sync``), with the new
+        small blobs it names; see :meth:`settle` for what is left for later."""
         with self._mutex:
+            self.settle()
             carry = None
             try:
                 if self._pending:
@@ -310,9 +331,9 @@ class RunWriter:
                 if carry:
                     self._give_back(carry)
                 raise
-            self._located(carry, start)
+            self._unlocated.append((carry, start, self.log.last_line))
             if sync or not self.durable:  # durable now (or never promised to be): shared
-                self._share_carried()
+                self._share_due = True
             return written
 
     def write_manifest(self, manifest: Manifest) -> None:
@@ -342,6 +363,7 @@ class RunWriter:
 
     def _index_carried(self) -> None:
         """Index the blobs carried in this session's lines (the log is closed: durable)."""
+        self.settle()
         self._share_carried()
         if self._carried:
             self.store.index_blobs(log_pack(self.run_id), self._carried, self.log.size)

@@ -215,8 +215,11 @@ class Relay(_Recording):
         # canonical JSON keeps as they are, so the result need not be read back; the headers
         # are redacted with the rest of the result
         headers = _answers.kept_pairs(reply.headers)
+        # with no cache to index (whose row wants the effect still its span's latest), the
+        # counting waits until the answer is on its way
+        later = asyncio.get_running_loop().call_soon if self.cache is None else None
         return self._record_whole_result(
-            call, effect, reply.status, headers, data, read_back=False, unseen=True
+            call, effect, reply.status, headers, data, read_back=False, unseen=True, later=later
         )
 
     async def _stream(self, call: Call, effect: PendingEffect, reply: Reply) -> Answer:

@@ -43,7 +43,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
 
@@ -111,16 +111,18 @@ class _Refused(Exception):
         self.message = message
 
 
-@dataclass
 class _Pending:
     """A request being parsed."""
 
-    url: bytes = b""
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    body: list[bytes] = field(default_factory=list)
-    size: int = 0
-    keep_alive: bool = True
-    version: str = "1.1"
+    __slots__ = ("body", "headers", "keep_alive", "size", "url", "version")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.keep_alive = True
+        self.version = "1.1"
 
 
 class _Connection(asyncio.Protocol):
@@ -223,22 +225,28 @@ class _Connection(asyncio.Protocol):
         version = self.parser.get_http_version()
         if version not in ("1.1", "1.0"):
             raise _Refused(505, f"HTTP/{version} is not supported; use HTTP/1.1")
-        names = {name for name, _ in pending.headers}
-        if b"content-length" in names and b"transfer-encoding" in names:
+        length: bytes | None = None
+        chunked = False
+        expect = b""
+        for name, value in pending.headers:
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                chunked = True
+            elif name == b"expect":
+                expect = value
+        if length is not None and chunked:
             raise _Refused(400, "Content-Length and Transfer-Encoding together")
-        length = next((v for k, v in pending.headers if k == b"content-length"), None)
         if length is not None and int(length) > self.app.max_body:
             raise _Refused(413, f"request bodies are limited to {self.app.max_body} bytes")
         pending.keep_alive = self.parser.should_keep_alive()
         pending.version = version
         if not self.busy:
             self._disarm()
-        chunked = b"transfer-encoding" in names
         if (int(length) == 0) if length is not None else not chunked:
             return  # no body: on_message_complete follows at once
         if not self.busy:
             self._arm("body", self.app.body_timeout)
-        expect = next((v for k, v in pending.headers if k == b"expect"), b"")
         if expect.lower() == b"100-continue" and version == "1.1" and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 

@@ -24,7 +24,7 @@ cut by their token limit are recorded and replayed, never cached.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import httpx2
@@ -104,12 +104,17 @@ class _Recording:
         *,
         read_back: bool = True,
         unseen: bool = False,
+        later: Callable[..., Any] | None = None,
     ) -> dict[str, Any]:
         """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
-        as recorded (``read_back=False``: see :meth:`PendingEffect.finish`)."""
+        as recorded (``read_back=False``: see :meth:`PendingEffect.finish`). ``later``
+        (``loop.call_soon``) runs the counting afterwards, once the answer is handed on."""
         result = _answers.result_of(call, status, headers, body, streamed=False)
         recorded: dict[str, Any] = effect.finish(result, read_back=read_back, unseen=unseen)
-        self._recorded(call, effect, recorded, None)
+        if later is None:
+            self._recorded(call, effect, recorded, None)
+        else:
+            later(self._recorded, call, effect, recorded, None)
         return recorded
 
     def _recorder(

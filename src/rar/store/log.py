@@ -164,9 +164,10 @@ class EventLog:
         event["seq"] = self.seq + 1
         event["prev"] = self.head
         line = canonical_record(event)
+        digest = digest_bytes(line)  # before the write: the code after an fsync runs cold
         self._file.write(line + b"\n", sync=sync)
         self.seq += 1
-        self.head = digest_bytes(line)
+        self.head = digest
         self.last_line = line
         return self.seq, self.head
 

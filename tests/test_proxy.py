@@ -313,3 +313,35 @@ def test_replay_refuses_a_session_still_being_recorded_and_a_run_of_another_kind
     other = record_small_run(store)
     with pytest.raises(UserError, match="not a recorded rar proxy session"):
         Proxy(store, mode="replay", source=other.id)
+
+
+def test_an_answer_whose_record_fails_is_never_completed_for_the_client(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy sends an answer but its last byte while the record is made durable; when
+    the fsync fails the answer is withdrawn (the connection closes), never completed."""
+    import errno
+
+    import rar.store._fs as fs
+
+    failed: list[int] = []
+    real_fsync = fs.os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        if armed:
+            failed.append(fd)
+            raise OSError(errno.EIO, "injected: I/O error")
+        real_fsync(fd)
+
+    armed = False
+    monkeypatch.setattr(fs.os, "fsync", failing_fsync)
+    with OpenAIServer() as upstream:
+        upstream.script(Answer(content="an answer long enough to be staged"))
+        with ProxyThread(store, upstream=upstream.base_url, api_key=UPSTREAM_KEY) as proxy:
+            armed = True
+            with pytest.raises(openai.APIConnectionError):
+                sdk(proxy.url).chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+                )
+            armed = False
+            assert failed, "the fault was injected"

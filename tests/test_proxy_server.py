@@ -37,6 +37,15 @@ class Scripted:
         self.requests.append(request)
         if request.path == "/boom":
             raise RuntimeError("the application failed")
+        if request.path in ("/staged", "/withdrawn"):
+            staged = Reply(200, [(b"content-type", b"text/plain")], b"staged answer")
+            assert request.stage is not None
+            request.stage(staged)
+            self.staged_at = time.monotonic()
+            await asyncio.sleep(0.3)  # the record is made durable meanwhile
+            if request.path == "/withdrawn":
+                return Reply(500, [(b"content-type", b"text/plain")], b"the record failed")
+            return staged
         if request.path == "/slow":
             await asyncio.sleep(0.5)
             return Reply(200, [(b"content-type", b"text/plain")], b"slow answer")
@@ -245,3 +254,32 @@ def test_stopping_lets_a_request_under_way_finish_then_closes_the_application() 
     assert running.app.shut
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", running.port), timeout=1).close()
+
+
+def test_a_staged_answer_is_all_there_but_its_last_byte_until_the_application_answers(
+    serving: Serving,
+) -> None:
+    with serving.connect() as sock:
+        sock.sendall(post(b"/staged", b""))
+        early = b""
+        while not early.endswith(b"staged answe"):
+            early += sock.recv(65536)
+        arrived = time.monotonic()
+        assert b"content-length: 13" in early
+        _, body = read_answer_from(sock, early)
+        completed = time.monotonic()
+    assert body == b"staged answer"
+    assert arrived < serving.app.staged_at + 0.25 <= completed, "the last byte waited"
+
+
+def test_an_answer_staged_then_withdrawn_is_never_completed(serving: Serving) -> None:
+    with serving.connect() as sock:
+        sock.sendall(post(b"/withdrawn", b"") + post(b"/echo", b"never"))
+        received = read_to_close(sock)
+    assert received.endswith(b"staged answe"), "not one byte more, and no other answer"
+    assert b"never" not in received and b"500" not in received
+
+
+def read_answer_from(sock: socket.socket, data: bytes) -> tuple[bytes, bytes]:
+    _LEFT[sock.fileno()] = data
+    return read_answer(sock)

@@ -139,16 +139,20 @@ class Relay(_Recording):
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        stage: Callable[[Answer], None] | None = None,
     ) -> Awaitable[Answer]:
         """Start recording one exchange; await what it returns for the answer. Raises (here
         or when awaited) what the transport raises: a replay miss, a recorded error, an
         upstream failure as an ``httpx2`` error, a RarError.
 
         In record mode the request is written upstream before this returns (on a kept-alive
-        connection), so the upstream works on it while the caller goes on."""
+        connection), so the upstream works on it while the caller goes on. ``stage`` is
+        handed an upstream's whole answer, as recorded, before its record is durable (see
+        :meth:`PendingEffect.finish <rar.runtime.pending.PendingEffect.finish>`); the answer
+        awaited is then that same object, once the record is durable."""
         upstream = self.upstream
         if upstream is None or self.cache is not None or self.run.mode != "record":
-            return self._looked_up(method, url, target, headers, body)
+            return self._looked_up(method, url, target, headers, body, stage)
         # record mode: nothing but the upstream can answer, so the request goes out first and
         # is described and given its effect while the upstream works on it
         started = time.perf_counter_ns()
@@ -159,7 +163,7 @@ class Relay(_Recording):
         except BaseException:
             exchange.abandon()
             raise
-        return self._answered(call, effect, exchange)
+        return self._answered(call, effect, exchange, stage)
 
     async def _looked_up(
         self,
@@ -168,6 +172,7 @@ class Relay(_Recording):
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        stage: Callable[[Answer], None] | None,
     ) -> Answer:
         """A replay's answer or a cache hit, else the upstream's (recorded)."""
         call = describe(method, url, _HeaderView(headers), body)
@@ -176,9 +181,15 @@ class Relay(_Recording):
             return served(recorded)
         assert self.upstream is not None, "a replay serves every request from the record"
         exchange = self.upstream.send(method, target, headers, body)
-        return await self._answered(call, effect, exchange)
+        return await self._answered(call, effect, exchange, stage)
 
-    async def _answered(self, call: Call, effect: PendingEffect, exchange: Exchange) -> Answer:
+    async def _answered(
+        self,
+        call: Call,
+        effect: PendingEffect,
+        exchange: Exchange,
+        stage: Callable[[Answer], None] | None,
+    ) -> Answer:
         """The upstream's answer to a request sent, recorded as ``effect``."""
         try:
             reply = await exchange.reply()
@@ -195,10 +206,17 @@ class Relay(_Recording):
             raise
         finally:
             await reply.aclose()
-        recorded = self._whole(call, effect, reply, data)
+        answers: list[Answer] = []
+
+        def staged(recorded: dict[str, Any]) -> None:
+            answers.append(served(recorded))
+            if stage is not None:
+                stage(answers[0])
+
+        recorded = self._whole(call, effect, reply, data, staged)
         # the store's bookkeeping of the record comes after the answer is on its way
         asyncio.get_running_loop().call_soon(self.run.settle)
-        return served(recorded)
+        return answers[0] if answers else served(recorded)
 
     def _begin_sent(self, call: Call, started: int) -> PendingEffect:
         """The effect of a request already sent (its duration covers the whole exchange)."""
@@ -209,7 +227,12 @@ class Relay(_Recording):
         return effect, self._recorded_result(call, effect)
 
     def _whole(
-        self, call: Call, effect: PendingEffect, reply: Reply, data: bytes
+        self,
+        call: Call,
+        effect: PendingEffect,
+        reply: Reply,
+        data: bytes,
+        staged: Callable[[dict[str, Any]], None],
     ) -> dict[str, Any]:
         # served() reads status, headers and body only: strings and an integer, which
         # canonical JSON keeps as they are, so the result need not be read back; the headers
@@ -219,7 +242,15 @@ class Relay(_Recording):
         # counting waits until the answer is on its way
         later = asyncio.get_running_loop().call_soon if self.cache is None else None
         return self._record_whole_result(
-            call, effect, reply.status, headers, data, read_back=False, unseen=True, later=later
+            call,
+            effect,
+            reply.status,
+            headers,
+            data,
+            read_back=False,
+            unseen=True,
+            later=later,
+            staged=staged,
         )
 
     async def _stream(self, call: Call, effect: PendingEffect, reply: Reply) -> Answer:

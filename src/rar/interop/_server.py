@@ -42,7 +42,7 @@ import signal
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
@@ -60,7 +60,12 @@ _REASONS = {s.value: s.phrase.encode("ascii") for s in HTTPStatus}
 
 @dataclass
 class Request:
-    """One request as the application gets it: names of headers lower-case, body whole."""
+    """One request as the application gets it: names of headers lower-case, body whole.
+
+    ``stage(reply)``, set by the server, sends a whole reply but its last byte at once; the
+    application must then answer with that same reply object, which sends the last byte (any
+    other answer closes the connection instead). No HTTP client completes an answer before
+    its last byte, so the proxy stages an answer while its record is made durable."""
 
     method: str
     path: str
@@ -68,6 +73,7 @@ class Request:
     headers: list[tuple[bytes, bytes]]
     body: bytes = b""
     version: str = "1.1"
+    stage: Callable[[Reply], None] | None = None
 
 
 @dataclass
@@ -145,6 +151,7 @@ class _Connection(asyncio.Protocol):
         self.deadline = 0.0  # loop time; checked by the server's sweep (see ProxyServer)
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
+        self.staged: Reply | None = None  # a reply sent but its last byte (see Request)
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -297,6 +304,8 @@ class _Connection(asyncio.Protocol):
         self.task = self.loop.create_task(self._work(request, started))
 
     def _begin(self, request: Request) -> Awaitable[Reply]:
+        if request.method != "HEAD":
+            request.stage = self._stage
         try:
             return self.app.answer(request)
         except Exception as exc:
@@ -342,6 +351,18 @@ class _Connection(asyncio.Protocol):
             reply = await started
         except Exception as exc:
             reply = await _failed(request, exc)
+        request.stage = None
+        staged, self.staged = self.staged, None
+        if staged is not None:
+            if reply is not staged:  # what was staged is not the answer: never complete it
+                _log.warning("rar proxy: a staged answer was withdrawn; the connection closes")
+                self._abort()
+                return False
+            if not self.closing and self.transport is not None:
+                self.transport.write(reply.body[-1:])
+            if reply.close or self.server.stopping:
+                self._close()
+            return not self.closing
         close = reply.close or self.server.stopping
         if request.method == "HEAD":
             reply.body, reply.pieces = b"", None
@@ -350,15 +371,24 @@ class _Connection(asyncio.Protocol):
         await self._send(reply, close=close, chunked=request.version != "1.0")
         return not close and not self.closing
 
+    def _stage(self, reply: Reply) -> None:
+        """Send ``reply`` (whole, with a body) but its last byte; see :class:`Request`."""
+        if self.staged is not None or reply.pieces is not None or len(reply.body) < 2:
+            return
+        if self.closing or self.transport is None:
+            return
+        close = reply.close or self.server.stopping
+        head = _head(reply, close)
+        head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
+        self.transport.write(b"".join(head) + reply.body[:-1])
+        self.staged = reply
+
     async def _send(
         self, reply: Reply, *, close: bool, linger: bool = False, chunked: bool = True
     ) -> None:
         transport = self.transport
         assert transport is not None
-        head = [b"HTTP/1.1 %d %s\r\n" % (reply.status, _REASONS.get(reply.status, b""))]
-        head.extend(b"%s: %s\r\n" % pair for pair in reply.headers)
-        if close:
-            head.append(b"connection: close\r\n")
+        head = _head(reply, close)
         try:
             if reply.pieces is None:
                 head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
@@ -477,6 +507,15 @@ class _Connection(asyncio.Protocol):
 async def _failed(request: Request, exc: Exception) -> Reply:
     _log.error("rar proxy failed to answer %s %s", request.method, request.path, exc_info=exc)
     return error_reply(500, "rar proxy failed to answer this request", "rar_error")
+
+
+def _head(reply: Reply, close: bool) -> list[bytes]:
+    """The status line and headers of ``reply``, without the framing header and end."""
+    head = [b"HTTP/1.1 %d %s\r\n" % (reply.status, _REASONS.get(reply.status, b""))]
+    head.extend(b"%s: %s\r\n" % pair for pair in reply.headers)
+    if close:
+        head.append(b"connection: close\r\n")
+    return head
 
 
 def _chunk(data: bytes) -> bytes:

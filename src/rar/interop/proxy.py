@@ -232,17 +232,31 @@ class Proxy:
         forwarded.extend(pair for pair in _DEFAULT_REQUEST if pair[0] not in names)
         if self._auth is not None:
             forwarded.append((b"authorization", self._auth))
+        staged: list[tuple[Answer, Reply]] = []
+        stage = request.stage
+
+        def staging(answer: Answer) -> None:
+            # an upstream's whole answer, before its record is durable: all but its last byte
+            # goes out now, the last once the record is durable (rar.interop._server.Request)
+            if stage is not None and not answer.streamed:
+                staged.append((answer, Reply(answer.status, answer.headers, answer.body)))
+                stage(staged[0][1])
+
         try:
-            started = relay.exchange(request.method, url, raw_target, forwarded, request.body)
+            started = relay.exchange(
+                request.method, url, raw_target, forwarded, request.body, staging
+            )
         except Exception as exc:
             return _ready(self._failure(exc))
-        return self._reply(started)
+        return self._reply(started, staged)
 
-    async def _reply(self, started: Awaitable[Answer]) -> Reply:
+    async def _reply(self, started: Awaitable[Answer], staged: list[tuple[Answer, Reply]]) -> Reply:
         try:
             answer = await started
         except Exception as exc:
-            return self._failure(exc)
+            return self._failure(exc)  # a staged answer is then withdrawn by the server
+        if staged and staged[0][0] is answer:
+            return staged[0][1]
         if not answer.streamed:
             return Reply(answer.status, answer.headers, answer.body)
         return Reply(

@@ -105,12 +105,15 @@ class _Recording:
         read_back: bool = True,
         unseen: bool = False,
         later: Callable[..., Any] | None = None,
+        staged: Callable[[Any], None] | None = None,
     ) -> dict[str, Any]:
         """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
         as recorded (``read_back=False``: see :meth:`PendingEffect.finish`). ``later``
         (``loop.call_soon``) runs the counting afterwards, once the answer is handed on."""
         result = _answers.result_of(call, status, headers, body, streamed=False)
-        recorded: dict[str, Any] = effect.finish(result, read_back=read_back, unseen=unseen)
+        recorded: dict[str, Any] = effect.finish(
+            result, read_back=read_back, unseen=unseen, staged=staged
+        )
         if later is None:
             self._recorded(call, effect, recorded, None)
         else:

@@ -25,6 +25,7 @@ split in two. The recording transport and ``rar proxy`` (:mod:`rar.interop`) use
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rar.runtime import replaying
@@ -65,7 +66,14 @@ class PendingEffect:
             self.run, self.span, self.ordinal, self.kind, self.request_ref, event
         )
 
-    def finish(self, result: Any, *, read_back: bool = True, unseen: bool = False) -> Any:
+    def finish(
+        self,
+        result: Any,
+        *,
+        read_back: bool = True,
+        unseen: bool = False,
+        staged: Callable[[Any], None] | None = None,
+    ) -> Any:
         """Record ``result`` (durably) and return it as the record holds it (redacted).
 
         ``read_back=False`` returns it redacted but not read back through canonical JSON, which
@@ -75,7 +83,13 @@ class PendingEffect:
 
         ``unseen=True`` (with ``read_back=False``) says ``result`` holds an answer just received
         from outside, which the store cannot be expected to hold: it is written without asking
-        (see :meth:`RunWriter.payload <rar.store.writer.RunWriter.payload>`)."""
+        (see :meth:`RunWriter.payload <rar.store.writer.RunWriter.payload>`).
+
+        ``staged(recorded)`` is called with the result as it will be recorded (redacted)
+        before its event is written and made durable: a caller may stage output from it there
+        that it completes only once this returns (``rar proxy`` sends an answer but its last
+        byte). Should the event then fail to be written, this raises and the staged output must
+        be withdrawn, never completed."""
         if self.done:
             raise RuntimeError(
                 f"the {self.kind} effect at {self.span.path} #{self.ordinal} is already "
@@ -91,6 +105,7 @@ class PendingEffect:
             self._start,
             read_back=read_back,
             unseen=unseen,
+            staged=staged,
         )
 
     def fail(self, exc: BaseException) -> None:

@@ -303,6 +303,7 @@ class Run:
         *,
         read_back: bool = True,
         unseen: bool = False,
+        staged: Callable[[Any], None] | None = None,
     ) -> T:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
@@ -319,6 +320,11 @@ class Run:
                 f"the result of this {kind} effect cannot be recorded: {exc.message}",
                 path=exc.details.get("path", "$"),
             ) from exc
+        if staged is not None:
+            try:
+                staged(recorded)
+            except Exception:  # the caller's hook never keeps the effect from its record
+                _log.warning("a staged hook of a %s effect failed", kind, exc_info=True)
         self._append_effect(
             span, kind, ordinal, request_ref, duration, result=result_ref, value=recorded
         )

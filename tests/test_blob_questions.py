@@ -124,3 +124,39 @@ def test_a_carried_blob_is_readable_before_its_line_is_settled_and_indexed_after
     reread = Store(store.root)
     assert reread.locate_blob(event["result"]["digest"]) is not None
     assert verify_store(reread, [run.id]).ok
+
+
+def test_a_staged_hook_runs_after_the_write_and_before_the_fsync_and_never_fails_the_record(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import rar.store._fs as fs
+
+    order: list[str] = []
+    real_fsync = fs.os.fsync
+    starts: list[tuple[int, int]] = []
+
+    def fsync(fd: int) -> None:
+        order.append("fsync")
+        real_fsync(fd)
+
+    monkeypatch.setattr(fs.os, "fsync", fsync)
+    monkeypatch.setattr(fs, "_sync_file_range", lambda fd, at, n, flags: starts.append((at, n)))
+    run = record("staged", store=store, redactor=QUIET)
+    log_path = store.run_dir(run.id) / "events.jsonl"
+    order.clear()
+    seen: list[Any] = []
+
+    def staged(recorded: Any) -> None:
+        order.append("staged")
+        seen.append((recorded, log_path.stat().st_size))
+        raise RuntimeError("the caller's hook failed")
+
+    size_before = log_path.stat().st_size
+    effect = run.begin_effect("tool", {"name": "t"})
+    result = effect.finish({"value": "x" * 300}, staged=staged)
+    assert order[:2] == ["staged", "fsync"], "after the write, before it is durable"
+    assert seen[0][0] == result and seen[0][1] > size_before, "the line was written first"
+    assert starts and starts[0][0] == size_before, "writeback of the new line was started"
+    assert "hook" in caplog.text and "failed" in caplog.text
+    run.finish()
+    assert verify_store(store, [run.id]).ok

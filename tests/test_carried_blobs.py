@@ -171,11 +171,11 @@ def test_a_failed_carrying_append_loses_no_blob(
     real = log._file.write
     fired: list[int] = []
 
-    def failing(data: bytes, *, sync: bool = False) -> None:
+    def failing(data: bytes, *, sync: bool = False, while_syncing: Any = None) -> None:
         if not fired:
             fired.append(len(data))
             raise AppendError(log.path, "injected: no space left on device")
-        real(data, sync=sync)
+        real(data, sync=sync, while_syncing=while_syncing)
 
     monkeypatch.setattr(log._file, "write", failing)
     with pytest.raises(AppendError):

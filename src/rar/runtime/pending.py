@@ -85,11 +85,12 @@ class PendingEffect:
         from outside, which the store cannot be expected to hold: it is written without asking
         (see :meth:`RunWriter.payload <rar.store.writer.RunWriter.payload>`).
 
-        ``staged(recorded)`` is called with the result as it will be recorded (redacted)
-        before its event is written and made durable: a caller may stage output from it there
-        that it completes only once this returns (``rar proxy`` sends an answer but its last
-        byte). Should the event then fail to be written, this raises and the staged output must
-        be withdrawn, never completed."""
+        ``staged(recorded)`` is called with the result as recorded (redacted) once its event
+        is written and before it is durable (the disk has been told to start writing it, so
+        the work overlaps the write): a caller may stage output from it there that it
+        completes only once this returns (``rar proxy`` sends an answer but its last byte).
+        Should the event then fail to be made durable, this raises and the staged output must
+        be withdrawn, never completed. What ``staged`` raises is logged, never raised."""
         if self.done:
             raise RuntimeError(
                 f"the {self.kind} effect at {self.span.path} #{self.ordinal} is already "

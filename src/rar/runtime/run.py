@@ -52,6 +52,7 @@ from rar.errors import CanonicalizationError, RunClosedError
 from rar.redaction import Redactor
 from rar.runtime import replaying as _replaying
 from rar.runtime.pending import PendingEffect
+from rar.store._fs import call_hook
 from rar.store.manifest import Manifest, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
 from rar.store.store import Store, utc_now_iso
@@ -320,13 +321,15 @@ class Run:
                 f"the result of this {kind} effect cannot be recorded: {exc.message}",
                 path=exc.details.get("path", "$"),
             ) from exc
-        if staged is not None:
-            try:
-                staged(recorded)
-            except Exception:  # the caller's hook never keeps the effect from its record
-                _log.warning("a staged hook of a %s effect failed", kind, exc_info=True)
         self._append_effect(
-            span, kind, ordinal, request_ref, duration, result=result_ref, value=recorded
+            span,
+            kind,
+            ordinal,
+            request_ref,
+            duration,
+            result=result_ref,
+            value=recorded,
+            while_syncing=None if staged is None else lambda: staged(recorded),
         )
         return recorded  # type: ignore[no-any-return]
 
@@ -354,6 +357,7 @@ class Run:
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
         value: Any = None,
+        while_syncing: Callable[[], None] | None = None,
     ) -> None:
         event: dict[str, Any] = {
             "type": "effect",
@@ -368,7 +372,9 @@ class Run:
         if error is not None:
             event["error"] = error
         if _replaying.already_recorded(self, event) is None:
-            self._writer.append(event, sync=True)
+            self._writer.append(event, sync=True, while_syncing=while_syncing)
+        elif while_syncing is not None:
+            call_hook(while_syncing)
         span.last_effect = event
         span.last_served = False
         self._effects[kind] += 1

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rar.errors import AppendError
+
+log = logging.getLogger("rar.store")
 
 
 def fsync_dir(path: Path) -> None:
@@ -66,6 +72,46 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise AppendError(path, exc.strerror or str(exc), what="file") from exc
 
 
+def call_hook(hook: Callable[[], None]) -> None:
+    """``hook()``, what it raises logged, never raised (a caller's work done while a record is
+    made durable must not undo the record)."""
+    try:
+        hook()
+    except Exception:
+        log.warning("a hook run while a record was made durable failed", exc_info=True)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+_sync_file_range: Any = None  # libc's, looked up at first use; False where there is none
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing ``length`` bytes at ``offset`` of ``fd`` to disk now
+    (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``): a hint, durable only after fsync. Does
+    nothing where the call is missing or fails."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        _sync_file_range = _libc_sync_file_range()
+    if _sync_file_range:
+        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+def _libc_sync_file_range() -> Any:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        function = libc.sync_file_range
+    except (OSError, AttributeError):
+        return False
+    function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
 class AppendOnlyFile:
     """An ``O_APPEND`` file that never keeps a partial write.
 
@@ -95,7 +141,15 @@ class AppendOnlyFile:
             raise AppendError(self.path, f"cannot repair: {exc.strerror}", what=self.what) from exc
         self.size = size
 
-    def write(self, data: bytes, *, sync: bool = False) -> None:
+    def write(
+        self, data: bytes, *, sync: bool = False, while_syncing: Callable[[], None] | None = None
+    ) -> None:
+        """Append ``data`` whole (and make it durable when ``sync``).
+
+        ``while_syncing`` is called once ``data`` is written and before it is durable; with
+        ``sync`` the disk is first told to start writing it, so that the call's work overlaps
+        the write (an fsync then waits for less). It never fails the write: what it raises is
+        logged."""
         if self._partial:
             self._cut()
             if self._partial:
@@ -110,6 +164,10 @@ class AppendOnlyFile:
         try:
             while written < len(view):
                 written += os.write(self._fd, view[written:])
+            if while_syncing is not None:
+                if sync:
+                    start_writeback(self._fd, self.size, len(data))
+                call_hook(while_syncing)
             if sync:
                 os.fsync(self._fd)
         except OSError as exc:

@@ -25,7 +25,7 @@ false); the torn bytes of an unfinished write are not a line.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -159,13 +159,20 @@ class EventLog:
     def size(self) -> int:
         return self._file.size
 
-    def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
-        """Assign ``seq`` and ``prev``, write the event as one line; return (seq, digest)."""
+    def append(
+        self,
+        event: dict[str, Any],
+        *,
+        sync: bool = False,
+        while_syncing: Callable[[], None] | None = None,
+    ) -> tuple[int, str]:
+        """Assign ``seq`` and ``prev``, write the event as one line; return (seq, digest).
+        ``while_syncing``: see :meth:`AppendOnlyFile.write <rar.store._fs.AppendOnlyFile.write>`."""
         event["seq"] = self.seq + 1
         event["prev"] = self.head
         line = canonical_record(event)
         digest = digest_bytes(line)  # before the write: the code after an fsync runs cold
-        self._file.write(line + b"\n", sync=sync)
+        self._file.write(line + b"\n", sync=sync, while_syncing=while_syncing)
         self.seq += 1
         self.head = digest
         self.last_line = line

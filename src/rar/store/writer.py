@@ -19,6 +19,7 @@ import contextlib
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -299,9 +300,17 @@ class RunWriter:
 
     # --- events ------------------------------------------------------------------------------
 
-    def append(self, event: dict[str, Any], *, sync: bool = False) -> tuple[int, str]:
+    def append(
+        self,
+        event: dict[str, Any],
+        *,
+        sync: bool = False,
+        while_syncing: Callable[[], None] | None = None,
+    ) -> tuple[int, str]:
         """Write ``event`` as the log's next line (durable first when ``sync``), with the new
-        small blobs it names; see :meth:`settle` for what is left for later."""
+        small blobs it names; see :meth:`settle` for what is left for later.
+        ``while_syncing`` is called once the line is written, before it is durable (see
+        :meth:`AppendOnlyFile.write <rar.store._fs.AppendOnlyFile.write>`)."""
         with self._mutex:
             self.settle()
             carry = None
@@ -317,14 +326,18 @@ class RunWriter:
                 event.setdefault("span", "run")
                 event["ts"] = utc_now_iso()
                 if not carry:
-                    written = self.log.append(event, sync=sync and self.durable)
+                    written = self.log.append(
+                        event, sync=sync and self.durable, while_syncing=while_syncing
+                    )
                     if self._unshared and sync:
                         self._share_carried()
                     return written
                 start = self.log.size
                 event[CARRY_KEY] = {digest: text for digest, (text, _) in carry.items()}
                 try:
-                    written = self.log.append(event, sync=sync and self.durable)
+                    written = self.log.append(
+                        event, sync=sync and self.durable, while_syncing=while_syncing
+                    )
                 finally:
                     del event[CARRY_KEY]  # the caller's event stays as it gave it
             except BaseException:

@@ -89,18 +89,23 @@ def components(name: str) -> list[str]:
     return [part.lower() for part in _COMPONENTS.findall(name)]
 
 
-_STRENGTHS: dict[tuple[str, Where], Strength | None] = {}  # bounded cache of name_strength
+# bounded caches of name_strength, one per place (keyed by the name alone: hashing the enum
+# member would cost a Python call per look-up)
+_STRENGTHS: dict[Where, dict[str, Strength | None]] = {where: {} for where in Where}
 _STRENGTHS_MAX: Final = 4096
+
+
+_TEXT_STRENGTHS = _STRENGTHS[Where.TEXT]
 
 
 def name_strength(name: str, where: Where) -> Strength | None:
     """How strongly ``name`` says its value is a secret, or ``None`` when it does not."""
-    key = (name, where)
-    if key in _STRENGTHS:
-        return _STRENGTHS[key]
+    cache = _TEXT_STRENGTHS if where is Where.TEXT else _STRENGTHS[where]
+    if name in cache:
+        return cache[name]
     strength = _name_strength(name, where)
-    if len(_STRENGTHS) < _STRENGTHS_MAX:
-        _STRENGTHS[key] = strength
+    if len(cache) < _STRENGTHS_MAX:
+        cache[name] = strength
     return strength
 
 

@@ -140,7 +140,9 @@ def test_a_staged_hook_runs_after_the_write_and_before_the_fsync_and_never_fails
         real_fsync(fd)
 
     monkeypatch.setattr(fs.os, "fsync", fsync)
-    monkeypatch.setattr(fs, "_sync_file_range", lambda fd, at, n, flags: starts.append((at, n)))
+    monkeypatch.setitem(
+        fs._libc, "sync_file_range", lambda fd, at, n, flags: starts.append((at, n))
+    )
     run = record("staged", store=store, redactor=QUIET)
     log_path = store.run_dir(run.id) / "events.jsonl"
     order.clear()

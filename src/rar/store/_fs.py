@@ -82,33 +82,51 @@ def call_hook(hook: Callable[[], None]) -> None:
 
 
 _SYNC_FILE_RANGE_WRITE = 2
-_sync_file_range: Any = None  # libc's, looked up at first use; False where there is none
+_FALLOC_FL_KEEP_SIZE = 1
+RESERVE_BYTES = 128 * 1024
+_libc: dict[str, Any] = {}  # libc functions looked up at first use; None where there are none
 
 
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """Ask the kernel to start writing ``length`` bytes at ``offset`` of ``fd`` to disk now
     (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``): a hint, durable only after fsync. Does
     nothing where the call is missing or fails."""
-    global _sync_file_range
-    if _sync_file_range is None:
-        _sync_file_range = _libc_sync_file_range()
-    if _sync_file_range:
-        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+    function = _libc.get("sync_file_range", False)
+    if function is False:
+        function = _libc_function("sync_file_range")
+    if function is not None:
+        function(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
-def _libc_sync_file_range() -> Any:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-        import ctypes.util
+def reserve_space(fd: int, offset: int, length: int) -> bool:
+    """Allocate blocks for ``length`` bytes at ``offset`` without changing the file's size
+    (Linux ``fallocate(FALLOC_FL_KEEP_SIZE)``); False where that cannot be done."""
+    function = _libc.get("fallocate", False)
+    if function is False:
+        function = _libc_function("fallocate")
+    return function is not None and function(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        function = libc.sync_file_range
-    except (OSError, AttributeError):
-        return False
-    function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    function.restype = ctypes.c_int
+
+def _libc_function(name: str) -> Any:
+    """libc's ``name`` (fd, int, off_t, off_t) -> int, or None (not Linux, not found)."""
+    function = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            function = getattr(libc, name)
+        except (OSError, AttributeError):
+            function = None
+        else:
+            second = ctypes.c_uint if name == "sync_file_range" else ctypes.c_int
+            if name == "sync_file_range":
+                function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, second]
+            else:
+                function.argtypes = [ctypes.c_int, second, ctypes.c_longlong, ctypes.c_longlong]
+            function.restype = ctypes.c_int
+    _libc[name] = function
     return function
 
 
@@ -131,6 +149,16 @@ class AppendOnlyFile:
         self.size = size
         self._partial = False
         self.unsynced = False
+        self._reserved = 0  # the file's blocks are allocated up to here (see _reserve)
+        if not new:
+            self._release_reserve()  # one a writer that crashed left behind
+
+    def _release_reserve(self) -> None:
+        """Free blocks allocated beyond the file's end (its contents and size unchanged)."""
+        with contextlib.suppress(OSError):
+            info = os.fstat(self._fd)
+            if info.st_blocks * 512 > info.st_size + 2 * 4096:
+                os.ftruncate(self._fd, info.st_size)
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes (a torn tail found on open) and make that durable."""
@@ -162,6 +190,8 @@ class AppendOnlyFile:
         view = memoryview(data)
         written = 0
         try:
+            if sync and self.size + len(data) > self._reserved:
+                self._reserve(len(data))
             while written < len(view):
                 written += os.write(self._fd, view[written:])
             if while_syncing is not None:
@@ -178,10 +208,21 @@ class AppendOnlyFile:
         self.size += len(data)
         self.unsynced = not sync
 
+    def _reserve(self, needed: int) -> None:
+        """Allocate the file's next blocks ahead of its end, its size unchanged (Linux
+        ``fallocate(FALLOC_FL_KEEP_SIZE)``): an fsync of an append then has no blocks to
+        allocate. Released when the file is closed; a file system without it goes on without."""
+        length = max(RESERVE_BYTES, needed)
+        if reserve_space(self._fd, self.size, length):
+            self._reserved = self.size + length
+        else:
+            self._reserved = 1 << 62  # not supported here: never asked again
+
     def _cut(self) -> None:
         try:
             os.ftruncate(self._fd, self.size)
             self._partial = False
+            self._reserved = min(self._reserved, self.size)  # the cut freed the reserve
         except OSError:
             self._partial = True
 
@@ -199,6 +240,8 @@ class AppendOnlyFile:
         if self._fd >= 0:
             try:
                 self.sync()
+                if self.size < self._reserved < 1 << 62:  # give back what was reserved
+                    self._release_reserve()
             finally:
                 os.close(self._fd)
                 self._fd = -1

@@ -40,6 +40,7 @@ BENCHES: list[tuple[str, list[str], int]] = [
     ("conversation_vs_langgraph.py", [], 180),
     ("durable_step.py", [], 180),
     ("client_cache.py", [], 240),
+    ("proxy.py", [], 300),
 ]
 
 

@@ -26,7 +26,12 @@ in rounds. Measured:
 ``--profile`` runs the record proxy and the rar-client floor under cProfile (CPU time, the timed
 rounds only) and prints where their time goes; their latencies are then not representative.
 
-    python bench/proxy.py [--quick] [--profile] [--delay 0.02] [--concurrency 16] [--seconds 4]
+    python bench/proxy.py [--quick] [--profile] [--alone] [--delay 0.02] [--concurrency 16]
+                          [--seconds 4]
+
+``--alone`` measures only the direct call and ``rar proxy`` in record mode, interleaved with
+nothing else (the default run's four proxies take turns, which leaves each one's caches colder
+when its round begins).
 
 Goal: <= 1 ms added at p50 (record mode, plain calls).
 """
@@ -427,6 +432,49 @@ def measure(args: argparse.Namespace) -> None:
         )
 
 
+def measure_alone(args: argparse.Namespace) -> None:
+    """``--alone``: the direct call and ``rar proxy`` in record mode, nothing else running
+    between them (what one agent with the proxy to itself sees; the default run interleaves
+    four proxies, whose work between rounds leaves the record proxy's caches colder)."""
+    from client_loopback import LoopbackServer
+
+    count, per_round, warmup = (100, 20, 20) if args.quick else (600, 30, 60)
+    with temp_dir("proxy") as tmp, LoopbackServer(stream_delay=args.delay) as upstream:
+        direct = upstream.base_url
+        record = rar_proxy(tmp / "store", "--upstream", direct)
+        http = httpx2.Client(timeout=60)
+        rows = []
+        try:
+            for stream, label in ((False, "plain call"), (True, "stream, first chunk")):
+                call = first_chunk if stream else plain
+                warm = Prompts(9)
+                for _ in range(warmup):
+                    call(http, direct, warm.body(stream))
+                    call(http, record.url, warm.body(stream))
+                paths: dict[str, tuple[str, Bodies]] = {
+                    "direct": (direct, Prompts(10)),
+                    "rar proxy record": (record.url, Prompts(11)),
+                }
+                samples, cpu = rounds(
+                    http, paths, stream, count, per_round, {"rar proxy record": record}
+                )
+                base = median(samples["direct"])
+                for name, values in samples.items():
+                    added = median(values) - base if name != "direct" else "-"
+                    rows.append([label, name, median(values), added, cpu.get(name, "-")])
+        finally:
+            record.stop()
+            http.close()
+    print(
+        table(
+            ["call", "path", "p50 µs", "added p50", "proxy CPU µs/call"],
+            rows,
+            title=f"rar proxy record alone vs direct, {count} calls per path, rounds of "
+            f"{per_round} (loopback, fsync on)",
+        )
+    )
+
+
 def show_profiles(profiles: dict[str, str]) -> None:
     import pstats
 
@@ -518,17 +566,20 @@ def main() -> None:
     if len(sys.argv) > 3 and sys.argv[1] == "--profiled":
         serve_profiled(sys.argv[2], sys.argv[3:])
         return
-    measure(
-        _common.parse_args(
-            __doc__.splitlines()[0],
-            [
-                ("--delay", {"type": float, "default": 0.02, "help": "stream: s after chunk 1"}),
-                ("--concurrency", {"type": int, "default": 16, "help": "clients for requests/s"}),
-                ("--seconds", {"type": float, "default": 4.0, "help": "s per requests/s run"}),
-                ("--profile", {"action": "store_true", "help": "cProfile the record proxy"}),
-            ],
-        )
+    args = _common.parse_args(
+        __doc__.splitlines()[0],
+        [
+            ("--delay", {"type": float, "default": 0.02, "help": "stream: s after chunk 1"}),
+            ("--concurrency", {"type": int, "default": 16, "help": "clients for requests/s"}),
+            ("--seconds", {"type": float, "default": 4.0, "help": "s per requests/s run"}),
+            ("--profile", {"action": "store_true", "help": "cProfile the record proxy"}),
+            ("--alone", {"action": "store_true", "help": "direct and record mode only"}),
+        ],
     )
+    if args.alone:
+        measure_alone(args)
+    else:
+        measure(args)
 
 
 if __name__ == "__main__":

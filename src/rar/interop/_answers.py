@@ -231,7 +231,10 @@ def _openai_choices(call: Call, data: dict[str, Any]) -> Response:
             raise ValueError("no message")
 
         def text(key: str) -> str | None:
-            return wire.text(message.get(key), f"choices[0].message.{key}", "openai")
+            value = message.get(key)
+            if value is None or type(value) is str:  # the common case, as wire.text reads it
+                return value or None
+            return wire.text(value, f"choices[0].message.{key}", "openai")
 
         content = text("content") or text("refusal")
         reasoning = text("reasoning_content") or text("reasoning")

@@ -380,7 +380,7 @@ class _Connection(asyncio.Protocol):
         close = reply.close or self.server.stopping
         head = _head(reply, close)
         head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
-        self.transport.write(b"".join(head) + reply.body[:-1])
+        self.transport.writelines([*head, memoryview(reply.body)[:-1]])
         self.staged = reply
 
     async def _send(

@@ -85,7 +85,7 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         if self.lingering:
-            self._abort()
+            self.abort()
         return False  # half-closed by the client: close
 
     def pause_writing(self) -> None:
@@ -101,7 +101,7 @@ class Connection(asyncio.Protocol):
             if self.lingering:  # read and dropped, so that the refusal reaches the client
                 self.lingering -= len(data)
                 if self.lingering <= 0:
-                    self._abort()
+                    self.abort()
             return
         if self.timer_kind == "idle":  # a kept-alive connection's next request begins
             self._arm("header", self.server.header_timeout)
@@ -158,13 +158,14 @@ class Connection(asyncio.Protocol):
                 expect = value
         if length is not None and chunked:
             raise _Refused(400, "Content-Length and Transfer-Encoding together")
-        if length is not None and int(length) > self.app.max_body:
+        size = int(length) if length is not None else None  # digits only: llhttp checked
+        if size is not None and size > self.app.max_body:
             raise _Refused(413, f"request bodies are limited to {self.app.max_body} bytes")
         pending.keep_alive = self.parser.should_keep_alive()
         pending.version = version
         if not self.busy:
             self._disarm()
-        if (int(length) == 0) if length is not None else not chunked:
+        if size == 0 or (size is None and not chunked):
             return  # no body: on_message_complete follows at once
         if not self.busy:
             self._arm("body", self.app.body_timeout)
@@ -270,7 +271,7 @@ class Connection(asyncio.Protocol):
         if staged is not None:
             if reply is not staged:  # what was staged is not the answer: never complete it
                 _log.warning("rar proxy: a staged answer was withdrawn; the connection closes")
-                self._abort()
+                self.abort()
                 return False
             if not self.closing and self.transport is not None:
                 self.transport.write(reply.body[-1:])
@@ -291,10 +292,8 @@ class Connection(asyncio.Protocol):
             return
         if self.closing or self.transport is None:
             return
-        close = reply.close or self.server.stopping
-        head = _head(reply, close)
-        head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
-        self.transport.writelines([*head, memoryview(reply.body)[:-1]])
+        head = _whole_head(reply, reply.close or self.server.stopping)
+        self.transport.writelines([head, memoryview(reply.body)[:-1]])
         self.staged = reply
 
     async def _send(
@@ -302,13 +301,12 @@ class Connection(asyncio.Protocol):
     ) -> None:
         transport = self.transport
         assert transport is not None
-        head = _head(reply, close)
         try:
             if reply.pieces is None:
-                head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
                 if not self.closing:
-                    transport.write(b"".join(head) + reply.body)
+                    transport.write(_whole_head(reply, close) + reply.body)
             else:
+                head = _head(reply, close)
                 frame = _chunk if chunked else _raw
                 head.append(b"transfer-encoding: chunked\r\n\r\n" if chunked else b"\r\n")
                 first = b"".join(head)
@@ -352,7 +350,7 @@ class Connection(asyncio.Protocol):
         """The deadline of ``kind`` passed (called by the server's sweep)."""
         self.timer_kind = ""
         if kind == "linger":
-            self._abort()
+            self.abort()
             return
         if self.closing or self.busy:
             return
@@ -403,7 +401,8 @@ class Connection(asyncio.Protocol):
             transport.resume_reading()
         self._arm("linger", LINGER_SECONDS)
 
-    def _abort(self) -> None:
+    def abort(self) -> None:
+        """Close now, whatever is under way or unread."""
         self.lingering = 0
         self.closing = True
         self._disarm()
@@ -430,6 +429,13 @@ def _head(reply: Reply, close: bool) -> list[bytes]:
     if close:
         head.append(b"connection: close\r\n")
     return head
+
+
+def _whole_head(reply: Reply, close: bool) -> bytes:
+    """The head of a reply sent whole, with its length."""
+    head = _head(reply, close)
+    head.append(b"content-length: %d\r\n\r\n" % len(reply.body))
+    return b"".join(head)
 
 
 def _chunk(data: bytes) -> bytes:

@@ -171,7 +171,7 @@ class ProxyServer:
             self._sweep()
         tasks = [conn.task for conn in self.connections if conn.task is not None]
         for conn in list(self.connections):
-            conn._abort()
+            conn.abort()
         for task in tasks:
             task.cancel()
         if tasks:

@@ -84,6 +84,7 @@ def call_hook(hook: Callable[[], None]) -> None:
 _SYNC_FILE_RANGE_WRITE = 2
 _FALLOC_FL_KEEP_SIZE = 1
 RESERVE_BYTES = 128 * 1024
+_NO_RESERVE = 1 << 62  # a file system that cannot reserve: never asked again
 _libc: dict[str, Any] = {}  # libc functions looked up at first use; None where there are none
 
 
@@ -91,9 +92,7 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
     """Ask the kernel to start writing ``length`` bytes at ``offset`` of ``fd`` to disk now
     (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``): a hint, durable only after fsync. Does
     nothing where the call is missing or fails."""
-    function = _libc.get("sync_file_range", False)
-    if function is False:
-        function = _libc_function("sync_file_range")
+    function = _libc_function("sync_file_range")
     if function is not None:
         function(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
@@ -101,30 +100,32 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
 def reserve_space(fd: int, offset: int, length: int) -> bool:
     """Allocate blocks for ``length`` bytes at ``offset`` without changing the file's size
     (Linux ``fallocate(FALLOC_FL_KEEP_SIZE)``); False where that cannot be done."""
-    function = _libc.get("fallocate", False)
-    if function is False:
-        function = _libc_function("fallocate")
+    function = _libc_function("fallocate")
     return function is not None and function(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
 
 def _libc_function(name: str) -> Any:
-    """libc's ``name`` (fd, int, off_t, off_t) -> int, or None (not Linux, not found)."""
+    """libc's ``sync_file_range`` or ``fallocate`` (looked up once), or None where there is
+    none (not Linux, not found)."""
+    if name in _libc:
+        return _libc[name]
     function = None
     if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import ctypes.util
+        import ctypes
+        import ctypes.util
 
+        off = ctypes.c_longlong
+        argtypes = {
+            "sync_file_range": [ctypes.c_int, off, off, ctypes.c_uint],
+            "fallocate": [ctypes.c_int, ctypes.c_int, off, off],
+        }[name]
+        try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             function = getattr(libc, name)
         except (OSError, AttributeError):
             function = None
         else:
-            second = ctypes.c_uint if name == "sync_file_range" else ctypes.c_int
-            if name == "sync_file_range":
-                function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, second]
-            else:
-                function.argtypes = [ctypes.c_int, second, ctypes.c_longlong, ctypes.c_longlong]
+            function.argtypes = argtypes
             function.restype = ctypes.c_int
     _libc[name] = function
     return function
@@ -216,7 +217,7 @@ class AppendOnlyFile:
         if reserve_space(self._fd, self.size, length):
             self._reserved = self.size + length
         else:
-            self._reserved = 1 << 62  # not supported here: never asked again
+            self._reserved = _NO_RESERVE
 
     def _cut(self) -> None:
         try:
@@ -240,7 +241,7 @@ class AppendOnlyFile:
         if self._fd >= 0:
             try:
                 self.sync()
-                if self.size < self._reserved < 1 << 62:  # give back what was reserved
+                if self.size < self._reserved < _NO_RESERVE:  # give back what was reserved
                     self._release_reserve()
             finally:
                 os.close(self._fd)

@@ -163,15 +163,19 @@ class RunWriter:
         is written again, as when two writers store one blob at the same moment: a second
         copy of the same bytes, never a missing one."""
         with self._mutex:
-            ask = [d for d in self._pending if d not in self._checked and d not in self._unseen]
+            ask = self._unasked()
             if ask:
                 known = self.store.known_blobs(ask)
                 for digest in ask:
                     self._checked[digest] = digest in known
 
+    def _unasked(self) -> list[str]:
+        """Pending blobs the store has not been asked about, and is to be (not unseen)."""
+        return [d for d in self._pending if d not in self._checked and d not in self._unseen]
+
     def _known_pending(self) -> set[str]:
         """Which pending blobs the store holds (asked now, unless asked early or unseen)."""
-        ask = [d for d in self._pending if d not in self._checked and d not in self._unseen]
+        ask = self._unasked()
         known = self.store.known_blobs(ask) if ask else set()
         if self._checked:
             known.update(d for d, held in self._checked.items() if held)

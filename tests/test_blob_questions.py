@@ -1,11 +1,14 @@
 """When a writer asks the store which blobs it holds (its dedup check): once per appended line,
 earlier for an effect begun with ``waiting=True``, and never for a result recorded as
-``unseen`` (an upstream's answer) — with the same record and the same blobs stored once."""
+``unseen`` (an upstream's answer) — with the same record and the same blobs stored once. The
+index is looked up for blobs of ``INDEX_QUESTION_MIN`` bytes or more only; a smaller one is
+known only if this process's writers stored it, and is otherwise stored again."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from rar.redaction import Redactor
@@ -13,21 +16,22 @@ from rar.runtime.run import Run
 from rar.runtime.start import record
 from rar.store.store import Store
 from rar.store.verify import verify_store
+from rar.store.writer import INDEX_QUESTION_MIN
 
 QUIET = Redactor(env={})
-SYSTEM = {"role": "system", "content": "You answer in one sentence. " * 12}
+SYSTEM = {"role": "system", "content": "You answer in one sentence. " * 40}  # over 1 KiB
 
 
 class Questions:
-    """Counts the store's known_blobs calls and the digests each asked about."""
+    """Counts the store's known_blobs calls and the digests each looked up in the index."""
 
     def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         self.asked: list[list[str]] = []
         original = store.known_blobs
 
-        def counting(digests: list[str]) -> set[str]:
-            self.asked.append(list(digests))
-            return original(digests)
+        def counting(digests: list[str], *, index_for: Any = None) -> set[str]:
+            self.asked.append(list(digests if index_for is None else index_for))
+            return original(digests, index_for=index_for)
 
         monkeypatch.setattr(store, "known_blobs", counting)
 
@@ -75,21 +79,53 @@ def test_an_unseen_result_is_not_asked_about_and_reads_back(
     assert verify_store(store, [run.id]).ok
 
 
-def test_blobs_another_run_stored_are_not_stored_again_when_asked_early(
+def _carried(store: Store, run_id: str) -> dict[str, str]:
+    lines = store.run_dir(run_id).joinpath("events.jsonl").read_bytes().splitlines()
+    effect = orjson.loads(next(line for line in lines if b'"type":"effect"' in line))
+    carried: dict[str, str] = effect.get("carry", {})
+    return carried
+
+
+def test_large_blobs_another_run_stored_are_not_stored_again_small_ones_are(
     store: Store,
 ) -> None:
     first = record("first", store=store, redactor=QUIET)
     call(first, 1, waiting=True)
     first.finish()
-    size = store.run_dir(first.id).joinpath("events.jsonl").stat().st_size
-    second = record("second", store=store, redactor=QUIET)
-    call(second, 1, waiting=True)  # the same request and answer: every blob is known
+    elsewhere = Store(store.root)  # another process: it knows only what the index holds
+    second = record("second", store=elsewhere, redactor=QUIET)
+    call(second, 1, waiting=True)  # the same request and answer: every blob is in the store
     second.finish()
-    lines = store.run_dir(second.id).joinpath("events.jsonl").read_bytes().splitlines()
-    effect_line = next(line for line in lines if b'"type":"effect"' in line)
-    assert b'"carry"' not in effect_line, "known blobs travel again"
-    assert store.run_dir(second.id).joinpath("events.jsonl").stat().st_size < size
-    assert verify_store(store).ok
+    first_carried, second_carried = _carried(store, first.id), _carried(store, second.id)
+    large = {d for d, text in first_carried.items() if len(text.encode()) >= INDEX_QUESTION_MIN}
+    small = set(first_carried) - large
+    assert large and small, "the request has blobs of both kinds"
+    assert not large & set(second_carried), "a large blob the index knows travels again"
+    assert small <= set(second_carried), "a small blob is stored again, not looked up"
+    assert verify_store(Store(store.root)).ok
+
+
+def test_small_blobs_are_never_looked_up_in_the_index(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = record("both sizes", store=store, redactor=QUIET)
+    questions = Questions(store, monkeypatch)
+    effect = run.begin_effect("llm", {"model": "m", "messages": [SYSTEM]}, waiting=True)
+    effect.finish(answer(0))
+    small = run.begin_effect(
+        "llm", {"model": "m", "messages": [{"role": "user", "content": "short"}]}, waiting=True
+    )
+    small.finish(answer(1))
+    run.finish()
+    looked_up = {d for asked in questions.asked for d in asked}
+    lines = store.run_dir(run.id).joinpath("events.jsonl").read_bytes().splitlines()
+    carried = {d: t for line in lines for d, t in orjson.loads(line).get("carry", {}).items()}
+    small = {d for d, text in carried.items() if len(text.encode()) < 1024}
+    large = set(carried) - small
+    assert small and large
+    assert large <= looked_up, "a blob of 1 KiB or more is looked up"
+    assert not small & looked_up, "a smaller one is not"
+    assert verify_store(store, [run.id]).ok
 
 
 def test_an_unseen_result_the_store_holds_is_a_second_copy_and_verifies(store: Store) -> None:

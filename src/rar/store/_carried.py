@@ -19,9 +19,11 @@ length, ``raw_size`` the blob's. Reading one decodes the literal and re-hashes t
 a pack record. The index holds these locations like any other; scanning a log finds them again
 (:func:`scan_log`), so the index stays derived.
 
-A writer carries a blob only in its own run's log and never relies on another run's log for it:
-every run directory holds the small blobs its own events need (deleting a run cannot break
-another one), and larger or binary blobs stay in the shared packs.
+A writer carries a blob only in its own run's log; larger or binary blobs stay in the shared
+packs. Runs share blobs like any others: a later run names a blob carried by an earlier run's line
+instead of storing it again when its writer knows the store holds it (a blob this process's
+writers stored, or one of ``INDEX_QUESTION_MIN`` bytes or more the index holds; see
+:mod:`rar.store.writer`). A smaller blob found nowhere else is stored again in the run's own line.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ it stopped) when a blob is not found, so packs that writers extended meanwhile a
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,5 +139,8 @@ class ReadOnlyStore(Store):
         self.catalog.stale = True  # a miss re-reads the packs: another process may be writing
         return self.catalog.locate(digest)
 
-    def known_blobs(self, digests: list[str]) -> set[str]:
-        return {d for d in digests if self.locate_blob(d) is not None}
+    def known_blobs(
+        self, digests: list[str], *, index_for: Collection[str] | None = None
+    ) -> set[str]:
+        looked_up = digests if index_for is None else index_for
+        return {d for d in looked_up if self.locate_blob(d) is not None}

@@ -27,6 +27,7 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -250,10 +251,15 @@ class Store:
             self._scanner = PackScanner(self._reader)
         return self._scanner
 
-    def known_blobs(self, digests: list[str]) -> set[str]:
-        """Which of ``digests`` the store holds already (a writer's dedup check; no pack scan)."""
+    def known_blobs(
+        self, digests: list[str], *, index_for: Collection[str] | None = None
+    ) -> set[str]:
+        """Which of ``digests`` the store holds already (a writer's dedup check; no pack scan):
+        those this process's writers stored, and those the index holds, looked up among
+        ``index_for`` only when it is given (the rest are then taken as new)."""
         known = {d for d in digests if d in self._local_blobs}
-        rest = [d for d in digests if d not in known]
+        looked_up = digests if index_for is None else index_for
+        rest = [d for d in looked_up if d not in known]
         if rest:
             known |= self.index.existing_blobs(rest)
         return known

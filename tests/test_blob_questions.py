@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from rar.errors import AppendError
 from rar.redaction import Redactor
 from rar.runtime.run import Run
 from rar.runtime.start import record
@@ -198,3 +199,36 @@ def test_a_staged_hook_runs_after_the_write_and_before_the_fsync_and_never_fails
     assert "hook" in caplog.text and "failed" in caplog.text
     run.finish()
     assert verify_store(store, [run.id]).ok
+
+
+def test_what_the_staged_hook_returns_runs_once_the_record_is_durable_never_if_it_fails(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rar.store._fs as fs
+
+    order: list[str] = []
+    real_fsync = fs.os.fsync
+    failing = {"on": False}
+
+    def fsync(fd: int) -> None:
+        order.append("fsync")
+        if failing["on"]:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(fs.os, "fsync", fsync)
+    run = record("completed", store=store, redactor=QUIET)
+
+    def staged(recorded: Any) -> Any:
+        order.append("staged")
+        return lambda: order.append("durable")
+
+    order.clear()
+    run.begin_effect("tool", {"name": "t"}).finish({"value": "x" * 300}, staged=staged)
+    assert order == ["staged", "fsync", "durable"]
+    order.clear()
+    failing["on"] = True
+    effect = run.begin_effect("tool", {"name": "t2"})
+    with pytest.raises(AppendError):
+        effect.finish({"value": "y" * 300}, staged=staged)
+    assert order[:2] == ["staged", "fsync"] and "durable" not in order, order

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
@@ -66,6 +66,7 @@ class Connection(asyncio.Protocol):
         self.writable: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
         self.staged: Reply | None = None  # a reply sent but its last byte (see Request)
+        self.completed = False  # the staged reply's last byte is sent (see _complete)
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -268,12 +269,14 @@ class Connection(asyncio.Protocol):
             reply = await _failed(request, exc)
         request.stage = None
         staged, self.staged = self.staged, None
+        completed, self.completed = self.completed, False
         if staged is not None:
             if reply is not staged:  # what was staged is not the answer: never complete it
-                _log.warning("rar proxy: a staged answer was withdrawn; the connection closes")
+                if not completed:
+                    _log.warning("rar proxy: a staged answer was withdrawn; the connection closes")
                 self.abort()
                 return False
-            if not self.closing and self.transport is not None:
+            if not completed and not self.closing and self.transport is not None:
                 self.transport.write(reply.body[-1:])
             if reply.close or self.server.stopping:
                 self._close()
@@ -286,15 +289,25 @@ class Connection(asyncio.Protocol):
         await self._send(reply, close=close, chunked=request.version != "1.0")
         return not close and not self.closing
 
-    def _stage(self, reply: Reply) -> None:
-        """Send ``reply`` (whole, with a body) but its last byte; see :class:`Request`."""
+    def _stage(self, reply: Reply) -> Callable[[], None] | None:
+        """Send ``reply`` (whole, with a body) but its last byte; return what sends the last
+        byte (see :class:`Request`), or None when nothing was staged."""
         if self.staged is not None or reply.pieces is not None or len(reply.body) < 2:
-            return
+            return None
         if self.closing or self.transport is None:
-            return
+            return None
         head = _whole_head(reply, reply.close or self.server.stopping)
         self.transport.writelines([head, memoryview(reply.body)[:-1]])
         self.staged = reply
+        return self._complete
+
+    def _complete(self) -> None:
+        """Send the staged reply's last byte, once (its record is durable)."""
+        staged = self.staged
+        if staged is None or self.completed or self.closing or self.transport is None:
+            return
+        self.transport.write(staged.body[-1:])
+        self.completed = True
 
     async def _send(
         self, reply: Reply, *, close: bool, linger: bool = False, chunked: bool = True

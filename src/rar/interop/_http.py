@@ -14,10 +14,12 @@ import orjson
 class Request:
     """One request as the application gets it: names of headers lower-case, body whole.
 
-    ``stage(reply)``, set by the server, sends a whole reply but its last byte at once; the
-    application must then answer with that same reply object, which sends the last byte (any
-    other answer closes the connection instead). No HTTP client completes an answer before
-    its last byte, so the proxy stages an answer while its record is made durable."""
+    ``stage(reply)``, set by the server, sends a whole reply but its last byte at once and
+    returns a function that sends the last byte (None when nothing was staged); the
+    application must then answer with that same reply object, which sends the last byte if
+    that function did not (any other answer closes the connection instead). No HTTP client
+    completes an answer before its last byte, so the proxy stages an answer while its record
+    is made durable, and completes it the moment the record is."""
 
     method: str
     path: str
@@ -25,7 +27,7 @@ class Request:
     headers: list[tuple[bytes, bytes]]
     body: bytes = b""
     version: str = "1.1"
-    stage: Callable[[Reply], None] | None = None
+    stage: Callable[[Reply], Callable[[], None] | None] | None = None
 
 
 @dataclass

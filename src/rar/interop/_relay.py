@@ -139,7 +139,7 @@ class Relay(_Recording):
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-        stage: Callable[[Answer], None] | None = None,
+        stage: Callable[[Answer], Callable[[], None] | None] | None = None,
     ) -> Awaitable[Answer]:
         """Start recording one exchange; await what it returns for the answer. Raises (here
         or when awaited) what the transport raises: a replay miss, a recorded error, an
@@ -172,7 +172,7 @@ class Relay(_Recording):
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-        stage: Callable[[Answer], None] | None,
+        stage: Callable[[Answer], Callable[[], None] | None] | None,
     ) -> Answer:
         """A replay's answer or a cache hit, else the upstream's (recorded)."""
         call = describe(method, url, _HeaderView(headers), body)
@@ -188,7 +188,7 @@ class Relay(_Recording):
         call: Call,
         effect: PendingEffect,
         exchange: Exchange,
-        stage: Callable[[Answer], None] | None,
+        stage: Callable[[Answer], Callable[[], None] | None] | None,
     ) -> Answer:
         """The upstream's answer to a request sent, recorded as ``effect``."""
         try:
@@ -208,10 +208,9 @@ class Relay(_Recording):
             await reply.aclose()
         answers: list[Answer] = []
 
-        def staged(recorded: dict[str, Any]) -> None:
+        def staged(recorded: dict[str, Any]) -> Callable[[], None] | None:
             answers.append(served(recorded))
-            if stage is not None:
-                stage(answers[0])
+            return None if stage is None else stage(answers[0])
 
         recorded = self._whole(call, effect, reply, data, staged)
         # the store's bookkeeping of the record comes after the answer is on its way
@@ -232,7 +231,7 @@ class Relay(_Recording):
         effect: PendingEffect,
         reply: Reply,
         data: bytes,
-        staged: Callable[[dict[str, Any]], None],
+        staged: Callable[[dict[str, Any]], Callable[[], None] | None],
     ) -> dict[str, Any]:
         # served() reads status, headers and body only: strings and an integer, which
         # canonical JSON keeps as they are, so the result need not be read back; the headers

@@ -31,7 +31,7 @@ headers over 64 KiB 431. Each of these closes the connection; the proxy keeps se
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,12 +235,13 @@ class Proxy:
         staged: list[tuple[Answer, Reply]] = []
         stage = request.stage
 
-        def staging(answer: Answer) -> None:
+        def staging(answer: Answer) -> Callable[[], None] | None:
             # an upstream's whole answer, before its record is durable: all but its last byte
             # goes out now, the last once the record is durable (rar.interop._server.Request)
-            if stage is not None and not answer.streamed:
-                staged.append((answer, Reply(answer.status, answer.headers, answer.body)))
-                stage(staged[0][1])
+            if stage is None or answer.streamed:
+                return None
+            staged.append((answer, Reply(answer.status, answer.headers, answer.body)))
+            return stage(staged[0][1])
 
         try:
             started = relay.exchange(

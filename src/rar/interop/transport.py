@@ -105,7 +105,7 @@ class _Recording:
         read_back: bool = True,
         unseen: bool = False,
         later: Callable[..., Any] | None = None,
-        staged: Callable[[Any], None] | None = None,
+        staged: Callable[[Any], Callable[[], None] | None] | None = None,
     ) -> dict[str, Any]:
         """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
         as recorded (``read_back=False``: see :meth:`PendingEffect.finish`). ``later``

@@ -72,7 +72,7 @@ class PendingEffect:
         *,
         read_back: bool = True,
         unseen: bool = False,
-        staged: Callable[[Any], None] | None = None,
+        staged: Callable[[Any], Callable[[], None] | None] | None = None,
     ) -> Any:
         """Record ``result`` (durably) and return it as the record holds it (redacted).
 
@@ -88,9 +88,11 @@ class PendingEffect:
         ``staged(recorded)`` is called with the result as recorded (redacted) once its event
         is written and before it is durable (the disk has been told to start writing it, so
         the work overlaps the write): a caller may stage output from it there that it
-        completes only once this returns (``rar proxy`` sends an answer but its last byte).
-        Should the event then fail to be made durable, this raises and the staged output must
-        be withdrawn, never completed. What ``staged`` raises is logged, never raised."""
+        completes only once the event is durable (``rar proxy`` sends an answer but its last
+        byte). What ``staged`` returns, if anything, is called the moment the event is durable,
+        before this returns (the proxy's sends the last byte). Should the event fail to be made
+        durable, that is never called, this raises, and the staged output must be withdrawn,
+        never completed. What either raises is logged, never raised."""
         if self.done:
             raise RuntimeError(
                 f"the {self.kind} effect at {self.span.path} #{self.ordinal} is already "

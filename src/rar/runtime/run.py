@@ -52,7 +52,7 @@ from rar.errors import CanonicalizationError, RunClosedError
 from rar.redaction import Redactor
 from rar.runtime import replaying as _replaying
 from rar.runtime.pending import PendingEffect
-from rar.store._fs import call_hook
+from rar.store._fs import WhileSyncing, call_hook
 from rar.store.manifest import Manifest, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
 from rar.store.store import Store, utc_now_iso
@@ -304,7 +304,7 @@ class Run:
         *,
         read_back: bool = True,
         unseen: bool = False,
-        staged: Callable[[Any], None] | None = None,
+        staged: Callable[[Any], Callable[[], None] | None] | None = None,
     ) -> T:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
@@ -357,7 +357,7 @@ class Run:
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
         value: Any = None,
-        while_syncing: Callable[[], None] | None = None,
+        while_syncing: WhileSyncing | None = None,
     ) -> None:
         event: dict[str, Any] = {
             "type": "effect",
@@ -373,8 +373,10 @@ class Run:
             event["error"] = error
         if _replaying.already_recorded(self, event) is None:
             self._writer.append(event, sync=True, while_syncing=while_syncing)
-        elif while_syncing is not None:
-            call_hook(while_syncing)
+        elif while_syncing is not None:  # recorded (and durable) already
+            done = call_hook(while_syncing)
+            if done is not None:
+                call_hook(done)
         span.last_effect = event
         span.last_served = False
         self._effects[kind] += 1

@@ -72,13 +72,18 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise AppendError(path, exc.strerror or str(exc), what="file") from exc
 
 
-def call_hook(hook: Callable[[], None]) -> None:
-    """``hook()``, what it raises logged, never raised (a caller's work done while a record is
-    made durable must not undo the record)."""
+WhileSyncing = Callable[[], Callable[[], None] | None]
+"""A hook run while a record is made durable; what it returns (if anything) is run once it is."""
+
+
+def call_hook(hook: Callable[[], Any]) -> Any:
+    """``hook()``'s value, or None when it raised: what it raises is logged, never raised (a
+    caller's work done while a record is made durable must not undo the record)."""
     try:
-        hook()
+        return hook()
     except Exception:
         log.warning("a hook run while a record was made durable failed", exc_info=True)
+        return None
 
 
 _SYNC_FILE_RANGE_WRITE = 2
@@ -171,14 +176,15 @@ class AppendOnlyFile:
         self.size = size
 
     def write(
-        self, data: bytes, *, sync: bool = False, while_syncing: Callable[[], None] | None = None
+        self, data: bytes, *, sync: bool = False, while_syncing: WhileSyncing | None = None
     ) -> None:
         """Append ``data`` whole (and make it durable when ``sync``).
 
         ``while_syncing`` is called once ``data`` is written and before it is durable; with
         ``sync`` the disk is first told to start writing it, so that the call's work overlaps
-        the write (an fsync then waits for less). It never fails the write: what it raises is
-        logged."""
+        the write (an fsync then waits for less). What it returns, if anything, is called the
+        moment the write is done (durable when ``sync``), never when it failed. Neither fails
+        the write: what they raise is logged."""
         if self._partial:
             self._cut()
             if self._partial:
@@ -190,6 +196,7 @@ class AppendOnlyFile:
                 )
         view = memoryview(data)
         written = 0
+        done = None
         try:
             if sync and self.size + len(data) > self._reserved:
                 self._reserve(len(data))
@@ -198,7 +205,7 @@ class AppendOnlyFile:
             if while_syncing is not None:
                 if sync:
                     start_writeback(self._fd, self.size, len(data))
-                call_hook(while_syncing)
+                done = call_hook(while_syncing)
             if sync:
                 os.fsync(self._fd)
         except OSError as exc:
@@ -208,6 +215,8 @@ class AppendOnlyFile:
             ) from exc
         self.size += len(data)
         self.unsynced = not sync
+        if done is not None:
+            call_hook(done)
 
     def _reserve(self, needed: int) -> None:
         """Allocate the file's next blocks ahead of its end, its size unchanged (Linux

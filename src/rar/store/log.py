@@ -25,7 +25,7 @@ false); the torn bytes of an unfinished write are not a line.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +34,7 @@ import orjson
 
 from rar.errors import AppendError, CorruptionError
 from rar.hashing import canonical_record, digest_bytes, from_canonical
-from rar.store._fs import AppendOnlyFile, fsync_dir
+from rar.store._fs import AppendOnlyFile, WhileSyncing, fsync_dir
 
 _TAIL_CHUNK = 1 << 16
 CARRY_KEY: Final = "carry"
@@ -164,7 +164,7 @@ class EventLog:
         event: dict[str, Any],
         *,
         sync: bool = False,
-        while_syncing: Callable[[], None] | None = None,
+        while_syncing: WhileSyncing | None = None,
     ) -> tuple[int, str]:
         """Assign ``seq`` and ``prev``, write the event as one line; return (seq, digest).
         ``while_syncing``: see :meth:`AppendOnlyFile.write <rar.store._fs.AppendOnlyFile.write>`."""

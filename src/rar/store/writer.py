@@ -19,7 +19,6 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,7 +26,7 @@ from rar.errors import ConfigError, RunExistsError, StoreNotWritableError
 from rar.hashing import Canonical
 from rar.redaction import Redactor
 from rar.store._carried import CARRY_LIMIT, LINE_CARRY_LIMIT, carried_literal, log_pack
-from rar.store._fs import fsync_dir
+from rar.store._fs import WhileSyncing, fsync_dir
 from rar.store.blobs import CODEC_CARRIED, BlobLocation, PackRecord, PackWriter
 from rar.store.layout import EVENTS_NAME
 from rar.store.lock import RunLock
@@ -321,7 +320,7 @@ class RunWriter:
         event: dict[str, Any],
         *,
         sync: bool = False,
-        while_syncing: Callable[[], None] | None = None,
+        while_syncing: WhileSyncing | None = None,
     ) -> tuple[int, str]:
         """Write ``event`` as the log's next line (durable first when ``sync``), with the new
         small blobs it names; see :meth:`settle` for what is left for later.

@@ -67,6 +67,10 @@ class Answer:
             await finish()
 
 
+Stage = Callable[[Answer], Callable[[], None] | None]
+"""Stages an upstream's whole answer before its record is durable; returns what completes it."""
+
+
 def _encoded(headers: list[list[str]] | list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     out = []
     for name, value in headers:
@@ -139,7 +143,7 @@ class Relay(_Recording):
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-        stage: Callable[[Answer], Callable[[], None] | None] | None = None,
+        stage: Stage | None = None,
     ) -> Awaitable[Answer]:
         """Start recording one exchange; await what it returns for the answer. Raises (here
         or when awaited) what the transport raises: a replay miss, a recorded error, an
@@ -172,7 +176,7 @@ class Relay(_Recording):
         target: bytes,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
-        stage: Callable[[Answer], Callable[[], None] | None] | None,
+        stage: Stage | None,
     ) -> Answer:
         """A replay's answer or a cache hit, else the upstream's (recorded)."""
         call = describe(method, url, _HeaderView(headers), body)
@@ -188,7 +192,7 @@ class Relay(_Recording):
         call: Call,
         effect: PendingEffect,
         exchange: Exchange,
-        stage: Callable[[Answer], Callable[[], None] | None] | None,
+        stage: Stage | None,
     ) -> Answer:
         """The upstream's answer to a request sent, recorded as ``effect``."""
         try:

@@ -33,7 +33,7 @@ from rar.interop import _answers
 from rar.interop._calls import Call, describe
 from rar.interop._streams import StreamRecorder, TooLarge
 from rar.llm.cache import ResponseCache, cacheable
-from rar.runtime.pending import PendingEffect
+from rar.runtime.pending import PendingEffect, Staged
 from rar.runtime.run import Run
 
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_http_client", "http_client"]
@@ -105,7 +105,7 @@ class _Recording:
         read_back: bool = True,
         unseen: bool = False,
         later: Callable[..., Any] | None = None,
-        staged: Callable[[Any], Callable[[], None] | None] | None = None,
+        staged: Staged | None = None,
     ) -> dict[str, Any]:
         """Record a whole answer (``headers`` as :meth:`_kept` gives them); return the result
         as recorded (``read_back=False``: see :meth:`PendingEffect.finish`). ``later``

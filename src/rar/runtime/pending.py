@@ -30,6 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from rar.runtime import replaying
 
+Staged = Callable[[Any], Callable[[], None] | None]
+"""A hook :meth:`PendingEffect.finish` calls while the result's record is made durable; what it
+returns, if anything, is called once the record is."""
+
 if TYPE_CHECKING:
     from rar.runtime.run import Run, Span
 
@@ -72,7 +76,7 @@ class PendingEffect:
         *,
         read_back: bool = True,
         unseen: bool = False,
-        staged: Callable[[Any], Callable[[], None] | None] | None = None,
+        staged: Staged | None = None,
     ) -> Any:
         """Record ``result`` (durably) and return it as the record holds it (redacted).
 

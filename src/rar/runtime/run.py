@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rar.errors import CanonicalizationError, RunClosedError
 from rar.redaction import Redactor
 from rar.runtime import replaying as _replaying
-from rar.runtime.pending import PendingEffect
+from rar.runtime.pending import PendingEffect, Staged
 from rar.store._fs import WhileSyncing, call_hook
 from rar.store.manifest import Manifest, RunStatus, immutable_part
 from rar.store.snapshot import Snapshot, diff_trees, take_snapshot
@@ -304,7 +304,7 @@ class Run:
         *,
         read_back: bool = True,
         unseen: bool = False,
-        staged: Callable[[Any], Callable[[], None] | None] | None = None,
+        staged: Staged | None = None,
     ) -> T:
         duration = (time.perf_counter_ns() - start) // 1000
         redacted = self._writer.redactor.redact(result)
